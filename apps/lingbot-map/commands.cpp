@@ -1,0 +1,20 @@
+#include "commands.h"
+
+namespace lingbot::cli {
+
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+
+void register_commands(CLI::App& app) {
+  add_inspect(app);
+}
+
+int run_selected(CLI::App& app) {
+  for (auto& c : commands())
+    if (c.app->parsed()) return c.run();
+  return 1;
+}
+
+}  // namespace lingbot::cli

@@ -1,0 +1,406 @@
+// CPU reference backend: float32 everywhere, OpenMP threads, BLAS for the matrix products.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/ops.h"
+#include "lingbot/error.h"
+
+namespace lingbot {
+namespace {
+
+inline float act_apply(float x, Act a) {
+  switch (a) {
+    case Act::None: return x;
+    case Act::GELU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Act::ReLU: return x > 0.f ? x : 0.f;
+    case Act::SiLU: return x / (1.0f + std::exp(-x));
+  }
+  return x;
+}
+
+void check_f32(const Tensor& t, const char* what) {
+  LINGBOT_CHECK(t.defined() && t.dtype() == DType::F32 && t.device() == Device::CPU,
+                std::string("cpu backend: ") + what + " must be a host F32 tensor");
+}
+
+// Normalizes one row of n values (double accumulation) into `out`.
+inline void layer_norm_row(const float* x, int64_t n, const float* w, const float* b, float eps,
+                           float* out) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= n;
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= n;
+  const float m = static_cast<float>(mean);
+  const float r = static_cast<float>(1.0 / std::sqrt(var + eps));
+  for (int64_t i = 0; i < n; ++i) {
+    float y = (x[i] - m) * r;
+    if (w) y *= w[i];
+    if (b) y += b[i];
+    out[i] = y;
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) {
+    if (threads > 0) omp_set_num_threads(threads);
+  }
+  Device device() const override { return Device::CPU; }
+  std::string name() const override { return std::string("cpu (") + cpu::blas_name() + ")"; }
+
+  Tensor alloc(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype); }
+  Tensor upload(const Tensor& host, DType dtype) override {
+    return host.dtype() == dtype ? host : host.to(dtype);
+  }
+  Tensor download(const Tensor& t) override { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
+  void copy(const Tensor& src, Tensor& dst) override {
+    LINGBOT_CHECK(src.numel() == dst.numel(), "copy: " + shape_str(src.shape()) + " into " +
+                                                  shape_str(dst.shape()));
+    if (src.dtype() == dst.dtype()) {
+      std::memmove(dst.raw(), src.raw(), src.nbytes());
+    } else {
+      Tensor c = src.to(dst.dtype());
+      std::memcpy(dst.raw(), c.raw(), c.nbytes());
+    }
+  }
+  void fill(Tensor& t, float value) override {
+    check_f32(t, "fill target");
+    std::fill_n(t.f32(), t.numel(), value);
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
+    check_f32(x, "linear input");
+    check_f32(w, "linear weight");
+    check_f32(y, "linear output");
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
+                  "linear: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
+                      ", output " + shape_str(y.shape()));
+    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 0.f, y.f32(), n);
+    const float* bias = b ? b->f32() : nullptr;
+    if (!bias && act == Act::None) return;
+    float* out = y.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = out + i * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = act_apply(bias ? row[j] + bias[j] : row[j], act);
+    }
+  }
+
+  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) override {
+    check_f32(x, "layer_norm input");
+    const int64_t n = x.dim(-1), rows = x.numel() / n;
+    const float* wp = w ? w->f32() : nullptr;
+    const float* bp = b ? b->f32() : nullptr;
+    const float* xp = x.f32();
+    float* yp = y.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) layer_norm_row(xp + r * n, n, wp, bp, eps, yp + r * n);
+  }
+
+  void add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) override {
+    check_f32(x, "add target");
+    check_f32(y, "add operand");
+    const int64_t n = x.numel(), ny = y.numel(), c = x.dim(-1);
+    LINGBOT_CHECK(ny > 0 && n % ny == 0, "add: cannot broadcast " + shape_str(y.shape()) +
+                                             " onto " + shape_str(x.shape()));
+    float* xp = x.f32();
+    const float* yp = y.f32();
+    const float* g = gamma ? gamma->f32() : nullptr;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float v = yp[i % ny];
+      if (g) v *= g[i % c];
+      xp[i] += alpha == 1.f ? v : alpha * v;
+    }
+  }
+
+  void activate(Tensor& x, Act act) override {
+    check_f32(x, "activation");
+    float* p = x.f32();
+    const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] = act_apply(p[i], act);
+  }
+
+  void concat_last(const Tensor& a, const Tensor& b, Tensor& y) override {
+    const int64_t ca = a.dim(-1), cb = b.dim(-1), m = a.numel() / ca;
+    LINGBOT_CHECK(b.numel() / cb == m && y.numel() == m * (ca + cb), "concat_last: shape mismatch");
+    const float *ap = a.f32(), *bp = b.f32();
+    float* yp = y.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(yp + i * (ca + cb), ap + i * ca, ca * 4);
+      std::memcpy(yp + i * (ca + cb) + ca, bp + i * cb, cb * 4);
+    }
+  }
+
+  void transpose_last2(const Tensor& x, Tensor& y) override {
+    const int64_t c = x.dim(-1), r = x.dim(-2), batch = x.numel() / (r * c);
+    LINGBOT_CHECK(y.numel() == x.numel(), "transpose_last2: shape mismatch");
+    const float* xp = x.f32();
+    float* yp = y.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t i = 0; i < r; ++i) yp[(bi * c + j) * r + i] = xp[(bi * r + i) * c + j];
+  }
+
+  void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
+                 Tensor& v) override {
+    check_f32(qkv, "qkv");
+    const int64_t h = q.dim(-2), d = q.dim(-1), m = q.numel() / (h * d);
+    LINGBOT_CHECK(qkv.numel() == m * 3 * h * d, "split_qkv: qkv " + shape_str(qkv.shape()) +
+                                                    " does not match q " + shape_str(q.shape()));
+    const float* src = qkv.f32();
+    float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
+    const int64_t half = d / 2, quarter = d / 4;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = src + i * 3 * h * d;
+      std::memcpy(vp + i * h * d, row + 2 * h * d, h * d * 4);
+      for (int which = 0; which < 2; ++which) {
+        float* dst = (which == 0 ? qp : kp) + i * h * d;
+        const float* in = row + which * h * d;
+        for (int64_t hh = 0; hh < h; ++hh) {
+          float* x = dst + hh * d;
+          if (norm) {
+            const Tensor* w = which == 0 ? norm->q_weight : norm->k_weight;
+            const Tensor* b = which == 0 ? norm->q_bias : norm->k_bias;
+            layer_norm_row(in + hh * d, d, w ? w->f32() : nullptr, b ? b->f32() : nullptr,
+                           norm->eps, x);
+          } else {
+            std::memcpy(x, in + hh * d, d * 4);
+          }
+          if (!rope) continue;
+          const float* cs = rope->cos.f32() + i * half;
+          const float* sn = rope->sin.f32() + i * half;
+          for (int64_t p = 0; p < half; ++p) {
+            int64_t i0, i1;
+            if (rope->pairs == RopePairs::Interleaved) {
+              i0 = 2 * p;
+              i1 = 2 * p + 1;
+            } else {
+              const int64_t hf = p / quarter, j = p % quarter;
+              i0 = hf * half + j;
+              i1 = i0 + quarter;
+            }
+            const float x0 = x[i0], x1 = x[i1];
+            x[i0] = x0 * cs[p] - x1 * sn[p];
+            x[i1] = x0 * sn[p] + x1 * cs[p];
+          }
+        }
+      }
+    }
+  }
+
+  void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
+                 Tensor& out) override {
+    check_f32(q, "attention query");
+    const int64_t h = q.dim(-2), d = q.dim(-1), nq = q.numel() / (h * d);
+    int64_t nk = 0;
+    for (auto& s : kv) nk += s.tokens;
+    LINGBOT_CHECK(nk > 0, "attention over an empty key set");
+    const float* qp = q.f32();
+    float* op = out.f32();
+    constexpr int64_t kBlock = 16;
+    const int64_t nblocks = (nq + kBlock - 1) / kBlock;
+#pragma omp parallel
+    {
+      std::vector<float> scores(kBlock * nk);
+#pragma omp for collapse(2) schedule(dynamic)
+      for (int64_t hh = 0; hh < h; ++hh) {
+        for (int64_t blk = 0; blk < nblocks; ++blk) {
+          const int64_t q0 = blk * kBlock, q1 = std::min(nq, q0 + kBlock);
+          // scores = q . k^T * scale
+          int64_t col = 0;
+          for (auto& s : kv) {
+            const float* kb = static_cast<const float*>(s.k);
+            for (int64_t t = 0; t < s.tokens; ++t, ++col) {
+              const float* kr = kb + (t * h + hh) * d;
+              for (int64_t qi = q0; qi < q1; ++qi) {
+                const float* qr = qp + (qi * h + hh) * d;
+                float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+                for (int64_t e = 0; e < d; ++e) acc += qr[e] * kr[e];
+                scores[(qi - q0) * nk + col] = acc * scale;
+              }
+            }
+          }
+          for (int64_t qi = q0; qi < q1; ++qi) {
+            float* sr = scores.data() + (qi - q0) * nk;
+            float mx = *std::max_element(sr, sr + nk);
+            double sum = 0;
+            for (int64_t j = 0; j < nk; ++j) {
+              sr[j] = std::exp(sr[j] - mx);
+              sum += sr[j];
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            float* o = op + (qi * h + hh) * d;
+            std::fill_n(o, d, 0.f);
+            int64_t c2 = 0;
+            for (auto& s : kv) {
+              const float* vb = static_cast<const float*>(s.v);
+              for (int64_t t = 0; t < s.tokens; ++t, ++c2) {
+                const float p = sr[c2] * inv;
+                const float* vr = vb + (t * h + hh) * d;
+#pragma omp simd
+                for (int64_t e = 0; e < d; ++e) o[e] += p * vr[e];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype) override {
+    LINGBOT_CHECK(dtype == DType::F32, "cpu backend stores the KV cache in F32");
+    std::memcpy(k_dst, k.f32(), k.nbytes());
+    std::memcpy(v_dst, v.f32(), v.nbytes());
+  }
+
+  void patchify(const Tensor& img, int p, Tensor& rows) override {
+    check_f32(img, "patchify input");
+    const int64_t s = img.dim(0), c = img.dim(1), hh = img.dim(2), ww = img.dim(3);
+    const int64_t gh = hh / p, gw = ww / p, kdim = c * p * p;
+    LINGBOT_CHECK(rows.numel() == s * gh * gw * kdim, "patchify: output shape mismatch");
+    const float* x = img.f32();
+    float* r = rows.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t f = 0; f < s; ++f)
+      for (int64_t y = 0; y < gh; ++y)
+        for (int64_t xg = 0; xg < gw; ++xg) {
+          float* row = r + ((f * gh + y) * gw + xg) * kdim;
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int ky = 0; ky < p; ++ky)
+              std::memcpy(row + (ch * p + ky) * p,
+                          x + ((f * c + ch) * hh + y * p + ky) * ww + xg * p, p * 4);
+        }
+  }
+
+  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+              Tensor& y) override {
+    check_f32(x, "conv2d input");
+    const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
+    const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
+    const int64_t ho = y.dim(2), wo = y.dim(3);
+    LINGBOT_CHECK(w.dim(1) == ci && y.dim(0) == n && y.dim(1) == co &&
+                      ho == (hi + 2 * pad - kh) / stride + 1 && wo == (wi + 2 * pad - kw) / stride + 1,
+                  "conv2d: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
+                      ", output " + shape_str(y.shape()));
+    const int64_t kdim = ci * kh * kw, npix = ho * wo;
+    std::vector<float> cols;
+    const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
+    if (!pointwise) cols.resize(static_cast<size_t>(kdim) * npix);
+    for (int64_t img = 0; img < n; ++img) {
+      const float* xp = x.f32() + img * ci * hi * wi;
+      float* yp = y.f32() + img * co * npix;
+      const float* colp = xp;
+      if (!pointwise) {
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t c = 0; c < ci; ++c)
+          for (int64_t ky = 0; ky < kh; ++ky)
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              float* dst = cols.data() + ((c * kh + ky) * kw + kx) * npix;
+              for (int64_t oy = 0; oy < ho; ++oy) {
+                const int64_t iy = oy * stride - pad + ky;
+                for (int64_t ox = 0; ox < wo; ++ox) {
+                  const int64_t ix = ox * stride - pad + kx;
+                  dst[oy * wo + ox] = (iy >= 0 && iy < hi && ix >= 0 && ix < wi)
+                                          ? xp[(c * hi + iy) * wi + ix]
+                                          : 0.f;
+                }
+              }
+            }
+        colp = cols.data();
+      }
+      cpu::sgemm(false, false, co, npix, kdim, 1.f, w.f32(), kdim, colp, npix, 0.f, yp, npix);
+      if (b) {
+        const float* bp = b->f32();
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < co; ++c)
+          for (int64_t i = 0; i < npix; ++i) yp[c * npix + i] += bp[c];
+      }
+    }
+  }
+
+  void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
+                        Tensor& y) override {
+    check_f32(x, "conv_transpose2d input");
+    const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
+    const int64_t co = w.dim(1), k = w.dim(2);
+    LINGBOT_CHECK(k == stride && w.dim(3) == k && w.dim(0) == ci && y.dim(1) == co &&
+                      y.dim(2) == hi * k && y.dim(3) == wi * k,
+                  "conv_transpose2d: kernel must equal stride; input " + shape_str(x.shape()) +
+                      ", weight " + shape_str(w.shape()) + ", output " + shape_str(y.shape()));
+    // out[(co,a,b), pix] = sum_ci W[ci, (co,a,b)] * x[ci, pix]
+    const int64_t npix = hi * wi, rows = co * k * k;
+    std::vector<float> tmp(static_cast<size_t>(rows) * npix);
+    for (int64_t img = 0; img < n; ++img) {
+      cpu::sgemm(true, false, rows, npix, ci, 1.f, w.f32(), rows, x.f32() + img * ci * npix, npix,
+                 0.f, tmp.data(), npix);
+      float* yp = y.f32() + img * co * npix * k * k;
+      const float* bp = b ? b->f32() : nullptr;
+#pragma omp parallel for schedule(static)
+      for (int64_t c = 0; c < co; ++c)
+        for (int64_t a = 0; a < k; ++a)
+          for (int64_t bb = 0; bb < k; ++bb) {
+            const float* src = tmp.data() + ((c * k + a) * k + bb) * npix;
+            for (int64_t yy = 0; yy < hi; ++yy)
+              for (int64_t xx = 0; xx < wi; ++xx)
+                yp[(c * hi * k + yy * k + a) * wi * k + xx * k + bb] =
+                    src[yy * wi + xx] + (bp ? bp[c] : 0.f);
+          }
+    }
+  }
+
+  void upsample_bilinear(const Tensor& x, Tensor& y) override {
+    check_f32(x, "upsample input");
+    const int64_t nc = x.dim(0) * x.dim(1), hi = x.dim(2), wi = x.dim(3);
+    const int64_t ho = y.dim(2), wo = y.dim(3);
+    LINGBOT_CHECK(y.dim(0) * y.dim(1) == nc, "upsample_bilinear: channel mismatch");
+    // align_corners: src = o * (in-1)/(out-1), the scale formed in float as PyTorch does.
+    const float sh = ho > 1 ? static_cast<float>(hi - 1) / static_cast<float>(ho - 1) : 0.f;
+    const float sw = wo > 1 ? static_cast<float>(wi - 1) / static_cast<float>(wo - 1) : 0.f;
+    std::vector<int64_t> x0(wo), x1(wo);
+    std::vector<float> lx(wo);
+    for (int64_t o = 0; o < wo; ++o) {
+      const float src = sw * static_cast<float>(o);
+      x0[o] = static_cast<int64_t>(src);
+      x1[o] = x0[o] + (x0[o] < wi - 1 ? 1 : 0);
+      lx[o] = src - static_cast<float>(x0[o]);
+    }
+    const float* xp = x.f32();
+    float* yp = y.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t oy = 0; oy < ho; ++oy) {
+        const float src = sh * static_cast<float>(oy);
+        const int64_t y0 = static_cast<int64_t>(src), y1 = y0 + (y0 < hi - 1 ? 1 : 0);
+        const float l1 = src - static_cast<float>(y0), l0 = 1.f - l1;
+        const float* r0 = xp + (c * hi + y0) * wi;
+        const float* r1 = xp + (c * hi + y1) * wi;
+        float* out = yp + (c * ho + oy) * wo;
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const float w1 = lx[ox], w0 = 1.f - w1;
+          out[ox] = l0 * (w0 * r0[x0[ox]] + w1 * r0[x1[ox]]) + l1 * (w0 * r1[x0[ox]] + w1 * r1[x1[ox]]);
+        }
+      }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace lingbot

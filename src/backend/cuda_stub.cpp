@@ -1,0 +1,11 @@
+// Without a CUDA build, asking for the GPU backend explains why there is none.
+#include "backend/ops.h"
+
+#ifndef LINGBOT_HAVE_CUDA
+namespace lingbot {
+std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+  if (why) *why = "this build has no CUDA backend (configure with nvcc available)";
+  return nullptr;
+}
+}  // namespace lingbot
+#endif

@@ -1,0 +1,103 @@
+// The op interface every backend implements. Model code calls only these, so the CPU reference
+// and the GPU path run the same graph. Tensors are contiguous and live on the backend's device;
+// outputs are preallocated by the caller (no allocation inside a step).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lingbot/tensor.h"
+
+namespace lingbot {
+
+enum class Act : uint8_t { None, GELU, ReLU, SiLU };  // GELU is the exact erf form
+
+// One contiguous run of cached tokens: K and V rows laid out [tokens][heads][head_dim] in the
+// cache's storage dtype. Attention reads a list of these (pages, the special stream, the
+// current frame) and never gathers them into one copy.
+struct KVSegment {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int32_t tokens = 0;
+};
+
+// Rotary embedding for the rows of q/k: cos and sin [rows, head_dim/2], one angle per pair.
+// Pair p rotates (x0, x1) to (x0 c - x1 s, x0 s + x1 c). Which dims form pair p:
+//   HalfSplit:   head split in two halves of D/2; in half h, pair j (j < D/4) is
+//                (h*D/2 + j, h*D/2 + j + D/4); table column h*D/4 + j.  (2D RoPE, frame blocks)
+//   Interleaved: pair p is (2p, 2p+1).                                     (3D RoPE, global blocks)
+enum class RopePairs : uint8_t { HalfSplit, Interleaved };
+struct Rope {
+  Tensor cos, sin;  // F32 [rows, head_dim / 2] on the backend's device
+  RopePairs pairs = RopePairs::Interleaved;
+};
+
+// LayerNorm over each head's head_dim values, one affine shared by all heads.
+struct QKNorm {
+  const Tensor* q_weight = nullptr;
+  const Tensor* q_bias = nullptr;
+  const Tensor* k_weight = nullptr;
+  const Tensor* k_bias = nullptr;
+  float eps = 1e-5f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // Memory. alloc returns uninitialised memory; upload/download convert host <-> device.
+  virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
+  virtual Tensor upload(const Tensor& host, DType dtype) = 0;
+  virtual Tensor download(const Tensor& t) = 0;  // host F32
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same numel; converts dtype
+  virtual void fill(Tensor& t, float value) = 0;
+  virtual void synchronize() {}
+
+  // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                      Act act = Act::None) = 0;
+  // LayerNorm over the last dim (biased variance, eps inside the root); weight/bias optional.
+  virtual void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
+                          Tensor& y) = 0;
+  // x += alpha * gamma ⊙ y. gamma (optional) spans the last dim; y broadcasts over the leading
+  // dims of x when it has fewer elements (y.numel() must divide x.numel()).
+  virtual void add(Tensor& x, const Tensor& y, const Tensor* gamma = nullptr,
+                   float alpha = 1.0f) = 0;
+  virtual void activate(Tensor& x, Act act) = 0;  // in place
+  // y[M, Ca+Cb] = [a[M,Ca] | b[M,Cb]].
+  virtual void concat_last(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  // y[B, C, R] = x[B, R, C]^T per batch item.
+  virtual void transpose_last2(const Tensor& x, Tensor& y) = 0;
+
+  // qkv[M, 3*H*D] -> q, k, v [M, H, D]; then optional per-head norm and rotary on q and k.
+  virtual void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
+                         Tensor& k, Tensor& v) = 0;
+  // out[Nq, H, D] = softmax(q . K^T * scale) . V over all segments' tokens, no mask.
+  virtual void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
+                         Tensor& out) = 0;
+  // Writes rows[n, H, D] into cache storage at `k_dst`/`v_dst` (storage dtype `dtype`).
+  virtual void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
+                        DType dtype) = 0;
+
+  // Image ops, NCHW.
+  // img[S, C, H, W] -> rows [S * (H/p) * (W/p), C*p*p] in (c, ky, kx) order.
+  virtual void patchify(const Tensor& img, int patch, Tensor& rows) = 0;
+  // y = conv(x, w[Co, Ci, kh, kw]) + b with zero padding.
+  virtual void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+                      Tensor& y) = 0;
+  // Transposed conv with kernel == stride, no padding; w[Ci, Co, k, k].
+  virtual void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
+                                Tensor& y) = 0;
+  // Bilinear resize to y's size with align_corners = true.
+  virtual void upsample_bilinear(const Tensor& x, Tensor& y) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores
+// Null when the build has no CUDA or no device is present; `why` says which.
+std::unique_ptr<Backend> make_cuda_backend(std::string* why = nullptr);
+
+}  // namespace lingbot
