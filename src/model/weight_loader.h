@@ -1,0 +1,45 @@
+// Hands model components their tensors by checkpoint key, checked and uploaded to the backend.
+// Loading is strict: a missing key or a wrong shape throws naming the key, and finish() reports
+// checkpoint keys that no component asked for.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "backend/ops.h"
+#include "weights/tensor_map.h"
+
+namespace lingbot {
+
+class WeightLoader {
+ public:
+  // From a checkpoint's tensors.
+  WeightLoader(const TensorMap& tensors, Backend& backend, std::string source_name);
+  // From synthetic weights v1 with this seed (every requested key exists).
+  WeightLoader(uint64_t seed, Backend& backend);
+
+  // The tensor `name` with exactly `shape`, converted to `dtype` on the backend.
+  Tensor get(const std::string& name, const Shape& shape, DType dtype = DType::F32);
+  // Host F32 copy (for tables computed on the host, e.g. the positional embedding).
+  Tensor get_host(const std::string& name, const Shape& shape);
+  // Marks keys that a checkpoint may carry but the model does not use.
+  void ignore(const std::string& name);
+
+  // Throws if the checkpoint has keys nobody requested or ignored.
+  void finish() const;
+
+  Backend& backend() { return backend_; }
+  size_t parameters() const { return parameters_; }
+
+ private:
+  const TensorMap* tensors_ = nullptr;
+  std::optional<uint64_t> seed_;
+  Backend& backend_;
+  std::string source_;
+  std::set<std::string> used_;
+  size_t parameters_ = 0;
+};
+
+}  // namespace lingbot
