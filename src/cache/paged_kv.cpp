@@ -1,0 +1,153 @@
+#include "cache/paged_kv.h"
+
+#include <algorithm>
+
+#include "lingbot/error.h"
+
+namespace lingbot {
+
+PagedKVCache::PagedKVCache(Backend& backend, const KVCacheConfig& config)
+    : backend_(backend), cfg_(config) {
+  LINGBOT_CHECK(cfg_.layers > 0 && cfg_.heads > 0 && cfg_.head_dim > 0,
+                "KV cache: layers, heads and head_dim must be positive");
+  LINGBOT_CHECK(cfg_.tokens_per_frame > cfg_.special_tokens && cfg_.special_tokens >= 1,
+                "KV cache: a frame needs special tokens and at least one patch");
+  LINGBOT_CHECK(cfg_.scale_frames >= 0, "KV cache: scale frames must be >= 0");
+  LINGBOT_CHECK(cfg_.window >= 1, "KV cache: the sliding window must hold at least one frame");
+  const int64_t pages = pool_pages(cfg_);
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    k_pool_.push_back(backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
+    v_pool_.push_back(backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
+    const int64_t per_frame = cfg_.camera_only ? 1 : cfg_.special_tokens;
+    streams_.emplace_back(backend_, cfg_.heads, cfg_.head_dim, cfg_.dtype,
+                          per_frame * cfg_.stream_chunk_frames);
+  }
+  reset();
+}
+
+void PagedKVCache::reset() {
+  scale_.clear();
+  live_.clear();
+  pending_.clear();
+  free_.clear();
+  // Pop order from the back: page 0 first.
+  for (int32_t p = static_cast<int32_t>(pool_pages(cfg_)) - 1; p >= 0; --p) free_.push_back(p);
+  for (auto& s : streams_) s.clear();
+  deferred_ = false;
+  stored_frames_ = 0;
+  evicted_frames_ = 0;
+}
+
+size_t PagedKVCache::page_bytes() const {
+  return static_cast<size_t>(cfg_.tokens_per_frame * cfg_.heads * cfg_.head_dim) * dtype_size(cfg_.dtype);
+}
+
+void* PagedKVCache::page_ptr(const Tensor& pool, int32_t page) const {
+  return static_cast<char*>(pool.raw()) + static_cast<size_t>(page) * page_bytes();
+}
+
+void PagedKVCache::append(int64_t frames, bool defer_eviction) {
+  LINGBOT_CHECK(pending_.empty(), "KV cache: append before the previous step was committed or rolled back");
+  LINGBOT_CHECK(frames >= 1 && frames <= static_cast<int64_t>(free_.size()),
+                "KV cache: a step of " + std::to_string(frames) + " frames does not fit the pool of " +
+                    std::to_string(pool_pages(cfg_)) + " pages (scale frames + window + 1)");
+  const int64_t scale_cap = cfg_.include_scale_frames ? cfg_.scale_frames : 0;
+  for (int64_t i = 0; i < frames; ++i) {
+    const int32_t page = free_.back();
+    free_.pop_back();
+    const bool to_scale = static_cast<int64_t>(scale_.size()) < scale_cap;
+    (to_scale ? scale_ : live_).push_back(page);
+    pending_.push_back({page, to_scale});
+  }
+  deferred_ = defer_eviction;
+  if (!deferred_)
+    while (static_cast<int64_t>(live_.size()) > cfg_.window) evict_oldest();
+}
+
+void PagedKVCache::evict_oldest() {
+  const int32_t page = live_.front();
+  live_.pop_front();
+  if (cfg_.cross_frame_special) {
+    const int64_t rows = cfg_.camera_only ? 1 : cfg_.special_tokens;
+    for (int64_t l = 0; l < cfg_.layers; ++l) {
+      streams_[l].append(k_pool_[l][page].slice(0, rows), v_pool_[l][page].slice(0, rows));
+    }
+  }
+  free_.push_back(page);
+  ++evicted_frames_;
+}
+
+void PagedKVCache::store(int64_t layer, int64_t index, const Tensor& k, const Tensor& v) {
+  LINGBOT_CHECK(layer >= 0 && layer < cfg_.layers && index >= 0 && index < pending_frames(),
+                "KV cache: store outside the current step");
+  const int64_t rows = cfg_.tokens_per_frame * cfg_.heads * cfg_.head_dim;
+  LINGBOT_CHECK(k.numel() == rows && v.numel() == rows,
+                "KV cache: a frame's K/V must be [tokens_per_frame, heads, head_dim], got " +
+                    shape_str(k.shape()));
+  const int32_t page = pending_[index].page;
+  backend_.store_kv(k, v, page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page), cfg_.dtype);
+}
+
+void PagedKVCache::commit() {
+  LINGBOT_CHECK(!pending_.empty(), "KV cache: commit without a pending step");
+  stored_frames_ += pending_frames();
+  pending_.clear();
+  if (deferred_)
+    while (static_cast<int64_t>(live_.size()) > cfg_.window) evict_oldest();
+  deferred_ = false;
+}
+
+void PagedKVCache::rollback_last_frame() {
+  LINGBOT_CHECK(!pending_.empty(), "KV cache: rollback without a pending step");
+  // Undo in reverse order of append; eviction never ran for a deferred step, so the pages of
+  // the step are the newest of their deques.
+  LINGBOT_CHECK(deferred_, "KV cache: only a step appended with deferred eviction can be rolled back");
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+    auto& dq = it->to_scale ? scale_ : live_;
+    dq.pop_back();
+    free_.push_back(it->page);
+  }
+  pending_.clear();
+  deferred_ = false;
+}
+
+void PagedKVCache::segments(int64_t layer, std::vector<KVSegment>& out) const {
+  const int32_t tokens = static_cast<int32_t>(cfg_.tokens_per_frame);
+  for (const auto* dq : {&scale_, &live_})
+    for (int32_t page : *dq)
+      out.push_back({page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page), tokens});
+  streams_[layer].segments(out);
+}
+
+std::vector<int32_t> PagedKVCache::page_table() const {
+  std::vector<int32_t> t(scale_.begin(), scale_.end());
+  t.insert(t.end(), live_.begin(), live_.end());
+  return t;
+}
+
+KVCacheStats PagedKVCache::stats() const {
+  KVCacheStats s;
+  s.stored_frames = stored_frames_;
+  s.scale_pages = static_cast<int64_t>(scale_.size());
+  s.live_pages = static_cast<int64_t>(live_.size());
+  s.free_pages = static_cast<int64_t>(free_.size());
+  s.special_tokens = (s.scale_pages + s.live_pages) * cfg_.special_tokens + streams_[0].rows();
+  s.bytes_in_use = static_cast<size_t>(s.scale_pages + s.live_pages) * page_bytes() * 2 +
+                   streams_[0].bytes_in_use();
+  s.bytes_reserved = static_cast<size_t>(pool_pages(cfg_)) * page_bytes() * 2 +
+                     streams_[0].bytes_reserved();
+  return s;
+}
+
+size_t PagedKVCache::bytes_for(const KVCacheConfig& c, int64_t frames) {
+  const size_t row = static_cast<size_t>(c.heads * c.head_dim) * dtype_size(c.dtype) * 2;  // K+V
+  const size_t pool = static_cast<size_t>(pool_pages(c) * c.tokens_per_frame) * row;
+  const int64_t resident = std::min<int64_t>(frames, (c.include_scale_frames ? c.scale_frames : 0) + c.window);
+  const int64_t evicted = c.cross_frame_special ? frames - resident : 0;
+  const int64_t per_frame = c.camera_only ? 1 : c.special_tokens;
+  const int64_t chunk = per_frame * c.stream_chunk_frames;
+  const int64_t stream_rows = ((evicted * per_frame + chunk - 1) / chunk) * chunk;
+  return (pool + static_cast<size_t>(stream_rows) * row) * static_cast<size_t>(c.layers);
+}
+
+}  // namespace lingbot

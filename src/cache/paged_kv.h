@@ -1,0 +1,105 @@
+// The paged KV cache of the aggregator's global (cross-frame) layers.
+//
+// A page holds one frame: all its tokens (specials first, then patches), K and V, for every
+// layer. The first `scale_frames` stored frames keep their pages forever; later frames live in a
+// sliding window of `window` pages, the oldest evicted (its page back on the free list) when a
+// new keyframe arrives. An evicted frame's special tokens move into an append-only stream that
+// has no length limit. Attention reads the pages and the stream in place (see segments()).
+//
+// Life of a step (one forward call of 1 or more frames), the same for every layer:
+//   append(n, defer)  plan pages for n new frames; evict now unless `defer`
+//   store(layer, ...) write each new frame's K/V into its page (per layer, as layers run)
+//   segments(layer)   what that layer's attention reads
+//   commit()          keep the frames (runs a deferred eviction), or
+//   rollback_last_frame()  forget them (non-keyframes): nothing of them persists.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "backend/ops.h"
+#include "cache/kv_stream.h"
+
+namespace lingbot {
+
+struct KVCacheConfig {
+  int64_t layers = 24;
+  int64_t heads = 16;
+  int64_t head_dim = 64;
+  int64_t tokens_per_frame = 0;  // P = special_tokens + patches
+  int64_t special_tokens = 6;    // camera, 4 registers, scale
+  int64_t scale_frames = 8;
+  int64_t window = 64;
+  bool cross_frame_special = true;   // keep evicted frames' specials visible
+  bool camera_only = false;          // ... but only their camera token
+  bool include_scale_frames = true;  // false: scale frames are evicted like the rest
+  DType dtype = DType::F32;          // storage; the backend chooses (F32 CPU, BF16 GPU)
+  int64_t stream_chunk_frames = 256; // special-stream growth step
+};
+
+// Counters of one layer (all layers hold the same pages), for --cache-stats and tests.
+struct KVCacheStats {
+  int64_t stored_frames = 0;   // committed frames = 3D RoPE time index of the next frame
+  int64_t scale_pages = 0;
+  int64_t live_pages = 0;      // window pages, pending frames included
+  int64_t free_pages = 0;
+  int64_t special_tokens = 0;  // special tokens attention sees (resident frames + stream)
+  size_t bytes_in_use = 0;     // K+V bytes of pages and stream rows in use, one layer
+  size_t bytes_reserved = 0;   // K+V bytes allocated, one layer
+};
+
+class PagedKVCache {
+ public:
+  PagedKVCache(Backend& backend, const KVCacheConfig& config);
+
+  const KVCacheConfig& config() const { return cfg_; }
+  int64_t stored_frames() const { return stored_frames_; }
+  int64_t pending_frames() const { return static_cast<int64_t>(pending_.size()); }
+
+  void append(int64_t frames, bool defer_eviction);
+  // k, v: [tokens_per_frame, heads, head_dim] of new frame `index` (0-based within the step).
+  void store(int64_t layer, int64_t index, const Tensor& k, const Tensor& v);
+  void commit();
+  void rollback_last_frame();
+  void reset();
+
+  // Appends this layer's visible K/V runs: scale pages, window pages (oldest first, pending
+  // frames last), then the special stream.
+  void segments(int64_t layer, std::vector<KVSegment>& out) const;
+
+  // Frame pages in attention order (scale, then window), as the page table a kernel reads.
+  std::vector<int32_t> page_table() const;
+  int64_t stream_rows() const { return streams_.empty() ? 0 : streams_[0].rows(); }
+
+  KVCacheStats stats() const;
+
+  // Bytes all layers need to hold `frames` stored frames (pool + special stream), for preflight.
+  static size_t bytes_for(const KVCacheConfig& config, int64_t frames);
+  static int64_t pool_pages(const KVCacheConfig& config) {
+    return config.scale_frames + config.window + 1;
+  }
+
+ private:
+  size_t page_bytes() const;
+  void evict_oldest();
+  void* page_ptr(const Tensor& pool, int32_t page) const;
+
+  Backend& backend_;
+  KVCacheConfig cfg_;
+  std::vector<Tensor> k_pool_, v_pool_;  // per layer [pages, P, H, D]
+  std::vector<KVStream> streams_;        // per layer, specials of evicted frames
+  std::deque<int32_t> scale_, live_;     // pages of stored (and pending) frames
+  std::vector<int32_t> free_;            // LIFO: the last freed page is reused first
+  struct Pending {
+    int32_t page;
+    bool to_scale;
+  };
+  std::vector<Pending> pending_;
+  bool deferred_ = false;
+  int64_t stored_frames_ = 0;
+  int64_t evicted_frames_ = 0;
+};
+
+}  // namespace lingbot
