@@ -17,9 +17,9 @@ CameraCache::CameraCache(Backend& backend, int iterations, int depth, int64_t he
 }
 
 KVStream& CameraCache::slot(int iteration, int block) {
-  LINGBOT_CHECK(iteration >= 0 && iteration < iterations_ && block >= 0 && block < depth_,
-                "CameraCache: no slot (" + std::to_string(iteration) + ", " +
-                    std::to_string(block) + ")");
+  LINGBOT_CHECK(
+      iteration >= 0 && iteration < iterations_ && block >= 0 && block < depth_,
+      "CameraCache: no slot (" + std::to_string(iteration) + ", " + std::to_string(block) + ")");
   return slots_[static_cast<size_t>(iteration) * depth_ + block];
 }
 

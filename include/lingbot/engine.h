@@ -1,0 +1,85 @@
+// Public API: load a LingBot-Map model once (Engine), stream frames through it (Session).
+//
+//   auto engine = lingbot::Engine::create({.model = "model.safetensors"});
+//   auto session = engine->start({});
+//   for (frame : video) session->push(frame, [](const lingbot::FrameResult& r) { ... });
+//   session->finish(on_result);
+//
+// Pose convention: pose_enc = [t (3), quaternion x y z w (4), fov_y, fov_x] and [R(q) | t] maps
+// camera coordinates to world coordinates (c2w; t is the camera centre; OpenCV axes: x right,
+// y down, z forward). w2c is its inverse. (The reference demo's key "extrinsic" is w2c.)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lingbot/tensor.h"
+
+namespace lingbot {
+
+struct EngineOptions {
+  std::string model;         // checkpoint path (.safetensors, .pt) or "synthetic:SEED"
+  std::string arch;          // "lingbot-map", "tiny", or empty: inferred from the checkpoint
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int threads = 0;           // CPU threads, 0 = all cores
+};
+
+struct StreamOptions {
+  int scale_frames = 8;       // phase-1 frames, kept in the cache forever
+  int window = 64;            // sliding window of cached frames
+  int keyframe_interval = 1;  // frames between keyframes; non-keyframes are not cached
+  int camera_iterations = 4;  // camera-head refinement iterations
+  bool cross_frame_special = true;
+  bool camera_only = false;
+  bool include_scale_frames = true;
+};
+
+struct FrameResult {
+  int64_t index = 0;  // frame number in the sequence
+  bool keyframe = true;
+  std::array<float, 9> pose_enc{};
+  std::array<float, 12> c2w{}, w2c{};  // row-major 3x4
+  std::array<float, 9> intrinsics{};   // row-major 3x3, pixels of the model input
+  int height = 0, width = 0;
+  std::vector<float> depth, confidence;  // [height * width], row-major
+};
+
+struct CacheStats {  // one global layer after the last processed frame
+  int64_t stored_frames = 0, scale_pages = 0, live_pages = 0, free_pages = 0, special_tokens = 0;
+  size_t bytes = 0;           // in use, all layers
+  size_t bytes_reserved = 0;  // allocated, all layers
+};
+
+struct ModelInfo {
+  std::string arch;
+  int64_t dim = 0, depth = 0, heads = 0;
+  size_t parameters = 0;
+  std::string backend;
+};
+
+class Session {
+ public:
+  using Callback = std::function<void(const FrameResult&)>;
+  virtual ~Session() = default;
+  // image: host F32 [3, H, W], values in [0, 1], H and W multiples of 14. Results arrive through
+  // `on_result` as soon as they are computed (the first scale_frames together).
+  virtual void push(const Tensor& image, const Callback& on_result) = 0;
+  // Runs what is still buffered (a sequence shorter than scale_frames).
+  virtual void finish(const Callback& on_result) = 0;
+  virtual void reset() = 0;  // start a new sequence
+  virtual CacheStats cache_stats() const = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  static std::unique_ptr<Engine> create(const EngineOptions& options);
+  virtual ModelInfo info() const = 0;
+  virtual std::unique_ptr<Session> start(const StreamOptions& options) = 0;
+};
+
+}  // namespace lingbot

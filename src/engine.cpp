@@ -1,0 +1,68 @@
+// Engine: picks the backend, reads the weights, builds the model; sessions share it.
+#include <memory>
+
+#include "backend/ops.h"
+#include "lingbot/engine.h"
+#include "lingbot/error.h"
+#include "model/model.h"
+#include "stream/session.h"
+#include "weights/checkpoint.h"
+
+namespace lingbot {
+namespace {
+
+class EngineImpl final : public Engine {
+ public:
+  explicit EngineImpl(const EngineOptions& o) {
+    if (o.device == "cpu") {
+      backend_ = make_cpu_backend(o.threads);
+    } else if (o.device == "cuda") {
+      std::string why;
+      backend_ = make_cuda_backend(&why);
+      if (!backend_) throw Error("no CUDA backend: " + why);
+    } else {
+      throw Error("unknown device '" + o.device + "' (expected cpu or cuda)");
+    }
+    const std::string kSynthetic = "synthetic:";
+    std::unique_ptr<WeightLoader> loader;
+    if (o.model.rfind(kSynthetic, 0) == 0) {
+      const std::string seed = o.model.substr(kSynthetic.size());
+      LINGBOT_CHECK(!seed.empty() && seed.find_first_not_of("0123456789") == std::string::npos &&
+                        seed.size() <= 19,
+                    "synthetic weights need a numeric seed, e.g. synthetic:1");
+      config_ = ModelConfig::preset(o.arch.empty() ? "lingbot-map" : o.arch);
+      loader = std::make_unique<WeightLoader>(std::stoull(seed), *backend_);
+    } else {
+      LINGBOT_CHECK(!o.model.empty(), "no model given (a checkpoint path or synthetic:SEED)");
+      tensors_ = load_checkpoint(o.model);
+      config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
+      loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
+    }
+    model_ = std::make_unique<Model>(*backend_, *loader, config_);
+    parameters_ = loader->parameters();
+    tensors_.clear();  // weights now live on the backend
+  }
+
+  ModelInfo info() const override {
+    return {config_.arch, config_.dim, config_.depth, config_.heads, parameters_, backend_->name()};
+  }
+
+  std::unique_ptr<Session> start(const StreamOptions& options) override {
+    return std::make_unique<StreamSession>(*model_, options);
+  }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  ModelConfig config_;
+  TensorMap tensors_;
+  std::unique_ptr<Model> model_;
+  size_t parameters_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
+  return std::make_unique<EngineImpl>(options);
+}
+
+}  // namespace lingbot

@@ -1,0 +1,115 @@
+#include "model/aggregator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lingbot/error.h"
+#include "model/rope.h"
+
+namespace lingbot {
+
+void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
+  cfg_ = cfg;
+  const int64_t c = cfg.dim, r = cfg.registers;
+  dino_.load(w, cfg);
+  Tensor cam = w.get_host("aggregator.camera_token", {1, 2, 1, c});
+  Tensor reg = w.get_host("aggregator.register_token", {1, 2, r, c});
+  Tensor scale = w.get_host("aggregator.scale_token", {1, 2, 1, c});
+  for (int v = 0; v < 2; ++v)
+    for (int sv = 0; sv < 2; ++sv) {
+      // Token order within a frame: camera, registers, scale.
+      Tensor t = Tensor::zeros({2 + r, c});
+      std::copy_n(cam.f32() + v * c, c, t.f32());
+      std::copy_n(reg.f32() + v * r * c, r * c, t.f32() + c);
+      std::copy_n(scale.f32() + sv * c, c, t.f32() + (1 + r) * c);
+      specials_[v][sv] = w.backend().upload(t, DType::F32);
+    }
+  const int64_t hidden = c * cfg.mlp_ratio;
+  frame_blocks_.resize(cfg.depth);
+  global_blocks_.resize(cfg.depth);
+  for (int64_t i = 0; i < cfg.depth; ++i) {
+    frame_blocks_[i].load(w, "aggregator.frame_blocks." + std::to_string(i), c, hidden,
+                          cfg.head_dim(), true, 1e-5f);
+    global_blocks_[i].load(w, "aggregator.global_blocks." + std::to_string(i), c, hidden,
+                           cfg.head_dim(), true, 1e-5f);
+  }
+}
+
+const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& images,
+                                                 PagedKVCache& cache, int64_t scale_frames,
+                                                 bool defer_eviction) {
+  const int64_t s = images.dim(0), c = cfg_.dim, h = cfg_.heads, d = cfg_.head_dim();
+  const int64_t ns = ModelConfig::kSpecialTokens;
+  const int64_t gh = images.dim(2) / cfg_.patch, gw = images.dim(3) / cfg_.patch;
+  const int64_t np = gh * gw, p = ns + np, m = s * p;
+  LINGBOT_CHECK(cache.config().tokens_per_frame == p,
+                "KV cache was sized for " + std::to_string(cache.config().tokens_per_frame) +
+                    " tokens per frame, these images have " + std::to_string(p) +
+                    " (frame size changed within a sequence?)");
+  Work& wk = work_[{s, p}];
+  if (!wk.x.defined()) {
+    wk.x = b.alloc({s, p, c}, DType::F32);
+    wk.frame_out = b.alloc({m, c}, DType::F32);
+    for (auto& e : wk.emitted) e = b.alloc({s, p, 2 * c}, DType::F32);
+    Tensor cs, sn;
+    rope2d_table(s, ns, gh, gw, d, cfg_.rope_freq, &cs, &sn);
+    wk.rope2d = {b.upload(cs, DType::F32), b.upload(sn, DType::F32), RopePairs::HalfSplit};
+  }
+  wk.buf.ensure(b, m, c, c * cfg_.mlp_ratio, h);
+
+  // Tokens: [camera, registers, scale, patches] per frame. Variant 0 of camera/registers marks
+  // the first frame of the sequence; scale variant 0 marks the scale frames (reference rule on
+  // the virtual frame index stored + i).
+  const Tensor& dino = dino_.forward(b, images);
+  const int64_t stored = cache.stored_frames();
+  const int64_t total = stored > 0 ? stored + s : s;
+  const int64_t e = std::min(scale_frames, total);
+  for (int64_t f = 0; f < s; ++f) {
+    const int64_t vi = (stored > 0 ? stored : 0) + f;
+    const int cam_variant = vi == 0 ? 0 : 1;
+    const int scale_variant = (e > 1 ? vi < e : vi == 0) ? 0 : 1;
+    Tensor head = wk.x[f].slice(0, ns), body = wk.x[f].slice(ns, p);
+    b.copy(specials_[cam_variant][scale_variant], head);
+    b.copy(dino[f].slice(1 + cfg_.registers, 1 + cfg_.registers + np), body);
+  }
+
+  Tensor cs, sn;
+  rope3d_table(s, stored, ns, gh, gw, d, &cs, &sn);
+  Rope rope3d{b.upload(cs, DType::F32), b.upload(sn, DType::F32), RopePairs::Interleaved};
+  cache.append(s, defer_eviction);
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  AttendFn within_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
+    Tensor q4 = q.reshape({s, p, h, d}), k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d}),
+           o4 = out.reshape({s, p, h, d});
+    for (int64_t f = 0; f < s; ++f) {
+      Tensor of = o4[f];
+      b.attention(q4[f], {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}}, scale, of);
+    }
+  };
+  int64_t layer = 0;
+  AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
+    Tensor k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d});
+    for (int64_t f = 0; f < s; ++f) cache.store(layer, f, k4[f], v4[f]);
+    segments_.clear();
+    cache.segments(layer, segments_);
+    b.attention(q, segments_, scale, out);
+  };
+
+  Tensor x = wk.x.reshape({m, c});
+  size_t next_emit = 0;
+  for (layer = 0; layer < cfg_.depth; ++layer) {
+    block_forward(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
+    const bool emit = next_emit < cfg_.selected.size() && cfg_.selected[next_emit] == layer;
+    if (emit) b.copy(x, wk.frame_out);
+    block_forward(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+    if (emit) {
+      Tensor out = wk.emitted[next_emit].reshape({m, 2 * c});
+      b.concat_last(wk.frame_out, x, out);
+      ++next_emit;
+    }
+  }
+  return wk.emitted;
+}
+
+}  // namespace lingbot

@@ -1,0 +1,49 @@
+// The aggregator: DINO patch tokens plus 6 special tokens per frame, then 24 pairs of a frame
+// block (each frame attends to itself, 2D RoPE) and a global block (attends through the paged
+// KV cache, 3D RoPE with time index = stored frames). Emits [frame | global] outputs of the
+// selected pairs for the heads.
+#pragma once
+
+#include <array>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "cache/paged_kv.h"
+#include "model/block.h"
+#include "model/config.h"
+#include "model/dino.h"
+
+namespace lingbot {
+
+class Aggregator {
+ public:
+  void load(WeightLoader& w, const ModelConfig& cfg);
+
+  // One forward call over S frames (images [S, 3, H, W], normalized, on the backend).
+  // Appends the frames to `cache` (eviction deferred when `defer_eviction`); the caller commits
+  // or rolls back after the heads ran. `scale_frames` is the sequence's phase-1 frame count.
+  // Returns the emitted layers, each [S, P, 2C], valid until the next call.
+  const std::array<Tensor, 4>& forward(Backend& b, const Tensor& images, PagedKVCache& cache,
+                                       int64_t scale_frames, bool defer_eviction);
+
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  ModelConfig cfg_;
+  DinoTrunk dino_;
+  // Special tokens [6, C] for each (camera/register variant, scale variant).
+  std::array<std::array<Tensor, 2>, 2> specials_;
+  std::vector<BlockWeights> frame_blocks_, global_blocks_;
+
+  struct Work {
+    Tensor x, frame_out;
+    std::array<Tensor, 4> emitted;
+    Rope rope2d;
+    BlockBuffers buf;
+  };
+  std::map<std::pair<int64_t, int64_t>, Work> work_;  // (frames, tokens per frame)
+  std::vector<KVSegment> segments_;
+};
+
+}  // namespace lingbot

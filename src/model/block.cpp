@@ -1,0 +1,62 @@
+#include "model/block.h"
+
+namespace lingbot {
+
+void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int64_t hidden,
+                        int64_t head_dim, bool with_qk_norm, float norm_eps) {
+  norm1_w = w.get(p + ".norm1.weight", {dim});
+  norm1_b = w.get(p + ".norm1.bias", {dim});
+  qkv_w = w.get(p + ".attn.qkv.weight", {3 * dim, dim});
+  qkv_b = w.get(p + ".attn.qkv.bias", {3 * dim});
+  qk_norm = with_qk_norm;
+  if (qk_norm) {
+    q_norm_w = w.get(p + ".attn.q_norm.weight", {head_dim});
+    q_norm_b = w.get(p + ".attn.q_norm.bias", {head_dim});
+    k_norm_w = w.get(p + ".attn.k_norm.weight", {head_dim});
+    k_norm_b = w.get(p + ".attn.k_norm.bias", {head_dim});
+  }
+  proj_w = w.get(p + ".attn.proj.weight", {dim, dim});
+  proj_b = w.get(p + ".attn.proj.bias", {dim});
+  ls1 = w.get(p + ".ls1.gamma", {dim});
+  norm2_w = w.get(p + ".norm2.weight", {dim});
+  norm2_b = w.get(p + ".norm2.bias", {dim});
+  fc1_w = w.get(p + ".mlp.fc1.weight", {hidden, dim});
+  fc1_b = w.get(p + ".mlp.fc1.bias", {hidden});
+  fc2_w = w.get(p + ".mlp.fc2.weight", {dim, hidden});
+  fc2_b = w.get(p + ".mlp.fc2.bias", {dim});
+  ls2 = w.get(p + ".ls2.gamma", {dim});
+  eps = norm_eps;
+}
+
+void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim, int64_t heads,
+                          DType dtype) {
+  if (rows == m) return;
+  const int64_t d = dim / heads;
+  h = b.alloc({m, dim}, dtype);
+  qkv = b.alloc({m, 3 * dim}, dtype);
+  q = b.alloc({m, heads, d}, dtype);
+  k = b.alloc({m, heads, d}, dtype);
+  v = b.alloc({m, heads, d}, dtype);
+  attn = b.alloc({m, heads, d}, dtype);
+  proj = b.alloc({m, dim}, dtype);
+  hidden = b.alloc({m, hidden_dim}, dtype);
+  rows = m;
+}
+
+void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
+                   const Rope* rope, const AttendFn& attend) {
+  const int64_t m = x.dim(0);
+  b.layer_norm(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h);
+  b.linear(buf.h, w.qkv_w, &w.qkv_b, buf.qkv);
+  QKNorm norm{&w.q_norm_w, &w.q_norm_b, &w.k_norm_w, &w.k_norm_b, 1e-5f};
+  b.split_qkv(buf.qkv, w.qk_norm ? &norm : nullptr, rope, buf.q, buf.k, buf.v);
+  attend(buf.q, buf.k, buf.v, buf.attn);
+  b.linear(buf.attn.reshape({m, -1}), w.proj_w, &w.proj_b, buf.proj);
+  b.add(x, buf.proj, &w.ls1);
+  b.layer_norm(x, &w.norm2_w, &w.norm2_b, w.eps, buf.h);
+  b.linear(buf.h, w.fc1_w, &w.fc1_b, buf.hidden, Act::GELU);
+  b.linear(buf.hidden, w.fc2_w, &w.fc2_b, buf.proj);
+  b.add(x, buf.proj, &w.ls2);
+}
+
+}  // namespace lingbot

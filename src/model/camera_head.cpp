@@ -1,0 +1,203 @@
+#include "model/camera_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "lingbot/error.h"
+
+namespace lingbot {
+namespace {
+
+constexpr float kNormEps = 1e-5f;
+constexpr float kAdaLnEps = 1e-6f;
+
+}  // namespace
+
+void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
+  LINGBOT_CHECK(cfg.dim_in == cfg.dim,
+                "camera head: the reference feeds the aggregator tokens "
+                "straight into the trunk, so dim_in must equal dim");
+  LINGBOT_CHECK(cfg.heads > 0 && cfg.dim % cfg.heads == 0 && cfg.dim % 2 == 0,
+                "camera head: dim must split into heads");
+  cfg_ = cfg;
+  const int64_t d = cfg.dim, p = cfg.pose_dim, hidden = cfg.mlp_ratio * d;
+  const std::string pre = "camera_head.";
+  auto get = [&](const std::string& key, const Shape& shape) {
+    return loader.get(pre + key, shape);
+  };
+
+  w_.token_norm_w = get("token_norm.weight", {d});
+  w_.token_norm_b = get("token_norm.bias", {d});
+  w_.trunk_norm_w = get("trunk_norm.weight", {d});
+  w_.trunk_norm_b = get("trunk_norm.bias", {d});
+  w_.empty_pose = get("empty_pose_tokens", {1, 1, p});
+  w_.embed_w = get("embed_pose.weight", {d, p});
+  w_.embed_b = get("embed_pose.bias", {d});
+  w_.mod_w = get("poseLN_modulation.1.weight", {3 * d, d});
+  w_.mod_b = get("poseLN_modulation.1.bias", {3 * d});
+  w_.branch_fc1_w = get("pose_branch.fc1.weight", {d / 2, d});
+  w_.branch_fc1_b = get("pose_branch.fc1.bias", {d / 2});
+  w_.branch_fc2_w = get("pose_branch.fc2.weight", {p, d / 2});
+  w_.branch_fc2_b = get("pose_branch.fc2.bias", {p});
+
+  w_.trunk.clear();
+  for (int64_t j = 0; j < cfg.depth; ++j) {
+    const std::string b = "trunk." + std::to_string(j) + ".";
+    CameraBlockWeights blk;
+    blk.norm1_w = get(b + "norm1.weight", {d});
+    blk.norm1_b = get(b + "norm1.bias", {d});
+    blk.qkv_w = get(b + "attn.qkv.weight", {3 * d, d});
+    blk.qkv_b = get(b + "attn.qkv.bias", {3 * d});
+    blk.proj_w = get(b + "attn.proj.weight", {d, d});
+    blk.proj_b = get(b + "attn.proj.bias", {d});
+    blk.ls1 = get(b + "ls1.gamma", {d});
+    blk.norm2_w = get(b + "norm2.weight", {d});
+    blk.norm2_b = get(b + "norm2.bias", {d});
+    blk.fc1_w = get(b + "mlp.fc1.weight", {hidden, d});
+    blk.fc1_b = get(b + "mlp.fc1.bias", {hidden});
+    blk.fc2_w = get(b + "mlp.fc2.weight", {d, hidden});
+    blk.fc2_b = get(b + "mlp.fc2.bias", {d});
+    blk.ls2 = get(b + "ls2.gamma", {d});
+    w_.trunk.push_back(std::move(blk));
+  }
+
+  // Iteration 0 conditions every frame on the same learned empty pose, so its modulation is a
+  // constant of the weights.
+  Backend& be = loader.backend();
+  Tensor m0 = be.alloc({1, d}, DType::F32);
+  mod0_ = be.alloc({1, 3 * d}, DType::F32);
+  be.linear(w_.empty_pose.reshape({1, p}), w_.embed_w, &w_.embed_b, m0, Act::SiLU);
+  be.linear(m0, w_.mod_w, &w_.mod_b, mod0_);
+  s_ = Scratch{};
+}
+
+CameraCache CameraHead::make_cache(Backend& backend, int iterations, DType dtype) const {
+  return CameraCache(backend, iterations, static_cast<int>(cfg_.depth), cfg_.heads, cfg_.head_dim(),
+                     dtype);
+}
+
+void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) {
+  if (s_.frames == frames && s_.k_store.dtype() == cache_dtype) return;
+  const int64_t d = cfg_.dim, hd = cfg_.head_dim(), nh = cfg_.heads, p = cfg_.pose_dim;
+  auto f32 = [&](const Shape& shape) { return be.alloc(shape, DType::F32); };
+  Scratch s;
+  s.frames = frames;
+  s.xhat = f32({frames, d});
+  s.ln0 = f32({frames, d});
+  s.h = f32({frames, d});
+  s.n = f32({frames, d});
+  s.t = f32({frames, d});
+  s.qkv = f32({frames, 3 * d});
+  s.q = f32({frames, nh, hd});
+  s.k = f32({frames, nh, hd});
+  s.v = f32({frames, nh, hd});
+  s.o = f32({frames, nh, hd});
+  s.k_store = be.alloc({frames, nh, hd}, cache_dtype);
+  s.v_store = be.alloc({frames, nh, hd}, cache_dtype);
+  s.hidden = f32({frames, cfg_.mlp_ratio * d});
+  s.branch = f32({frames, d / 2});
+  s.pose = f32({frames, p});
+  s.delta = f32({frames, p});
+  s.m = f32({frames, d});
+  s.mod = f32({frames, 3 * d});
+  s_ = std::move(s);
+}
+
+void CameraHead::modulate(Backend& be, const Tensor& mod) {
+  const int64_t d = cfg_.dim;
+  // t = ln0 ⊙ (1 + scale) + shift; h = xhat + gate ⊙ t. The op set has no row-wise product, so
+  // per-frame modulation runs row by row; the shared iteration-0 vector broadcasts in one go.
+  auto apply = [&](Tensor t, const Tensor& ln0, Tensor h, const Tensor& xhat, const Tensor& m) {
+    const Tensor m3 = m.reshape({3, d});
+    const Tensor shift = m3[0], scale = m3[1], gate = m3[2];
+    be.copy(ln0, t);
+    be.add(t, ln0, &scale);
+    be.add(t, shift);
+    be.copy(xhat, h);
+    be.add(h, t, &gate);
+  };
+  if (mod.dim(0) == 1) {
+    apply(s_.t, s_.ln0, s_.h, s_.xhat, mod[0]);
+    return;
+  }
+  for (int64_t f = 0; f < s_.frames; ++f) apply(s_.t[f], s_.ln0[f], s_.h[f], s_.xhat[f], mod[f]);
+}
+
+void CameraHead::block(Backend& be, const CameraBlockWeights& w, CameraCache& cache, int iteration,
+                       int j, bool store) {
+  const int64_t frames = s_.frames;
+  be.layer_norm(s_.h, &w.norm1_w, &w.norm1_b, kNormEps, s_.n);
+  be.linear(s_.n, w.qkv_w, &w.qkv_b, s_.qkv);
+  be.split_qkv(s_.qkv, nullptr, nullptr, s_.q, s_.k, s_.v);
+
+  // Keys are always [cached frames..., current frames]; a keyframe's rows become cached first.
+  segs_.clear();
+  if (store) {
+    cache.append(iteration, j, s_.k, s_.v);
+    cache.segments(iteration, j, segs_);
+  } else {
+    cache.segments(iteration, j, segs_);
+    be.copy(s_.k, s_.k_store);
+    be.copy(s_.v, s_.v_store);
+    segs_.push_back({s_.k_store.raw(), s_.v_store.raw(), static_cast<int32_t>(frames)});
+  }
+  be.attention(s_.q, segs_, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim())), s_.o);
+  be.linear(s_.o.reshape({frames, cfg_.dim}), w.proj_w, &w.proj_b, s_.t);
+  be.add(s_.h, s_.t, &w.ls1);
+
+  be.layer_norm(s_.h, &w.norm2_w, &w.norm2_b, kNormEps, s_.n);
+  be.linear(s_.n, w.fc1_w, &w.fc1_b, s_.hidden, Act::GELU);
+  be.linear(s_.hidden, w.fc2_w, &w.fc2_b, s_.t);
+  be.add(s_.h, s_.t, &w.ls2);
+}
+
+Tensor CameraHead::forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                           int iterations) {
+  LINGBOT_CHECK(!w_.trunk.empty(), "camera head: forward before load");
+  LINGBOT_CHECK(camera_tokens.rank() == 2 && camera_tokens.dim(1) == cfg_.dim_in,
+                "camera head: expected camera tokens [S, " + std::to_string(cfg_.dim_in) +
+                    "], got " + shape_str(camera_tokens.shape()));
+  LINGBOT_CHECK(iterations >= 1 && iterations <= cache.iterations() &&
+                    cache.depth() == static_cast<int>(cfg_.depth),
+                "camera head: the cache has no slots for " + std::to_string(iterations) +
+                    " iterations of this trunk");
+  const int64_t frames = camera_tokens.dim(0);
+  ensure_scratch(be, frames, cache.dtype());
+
+  const int64_t cached = cache.rows();
+  try {
+    be.layer_norm(camera_tokens, &w_.token_norm_w, &w_.token_norm_b, kNormEps, s_.xhat);
+    be.layer_norm(s_.xhat, nullptr, nullptr, kAdaLnEps, s_.ln0);
+    for (int i = 0; i < iterations; ++i) {
+      if (i == 0) {
+        modulate(be, mod0_);
+      } else {
+        // Conditioning feeds back the raw accumulated pose, not the ReLU'd output.
+        be.linear(s_.pose, w_.embed_w, &w_.embed_b, s_.m, Act::SiLU);
+        be.linear(s_.m, w_.mod_w, &w_.mod_b, s_.mod);
+        modulate(be, s_.mod);
+      }
+      for (int64_t j = 0; j < cfg_.depth; ++j)
+        block(be, w_.trunk[j], cache, i, static_cast<int>(j), store);
+      be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
+      be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
+      be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, i == 0 ? s_.pose : s_.delta);
+      if (i > 0) be.add(s_.pose, s_.delta);
+    }
+  } catch (...) {
+    cache.truncate(cached);
+    throw;
+  }
+
+  Tensor out = be.download(s_.pose);
+  if (out.raw() == s_.pose.raw()) out = out.to(DType::F32);  // detach from the scratch buffer
+  // Only the emitted pose gets the activation: the two trailing field-of-view entries are ReLU'd.
+  const int64_t p = cfg_.pose_dim;
+  float* o = out.f32();
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t c = p - 2; c < p; ++c) o[f * p + c] = std::max(o[f * p + c], 0.0f);
+  return out;
+}
+
+}  // namespace lingbot

@@ -1,0 +1,91 @@
+// CameraCausalHead (spec 02 §3): iterative pose refinement from each frame's camera token, with
+// a per-(iteration, block) K/V cache of one token per frame so a streamed frame attends to every
+// cached keyframe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "backend/ops.h"
+#include "cache/camera_cache.h"
+#include "model/weight_loader.h"
+
+namespace lingbot {
+
+struct CameraHeadConfig {
+  int64_t dim_in = 2048;  // 2C, the aggregator's concatenated frame/global width
+  int64_t dim = 2048;     // trunk width; the reference has no input projection, so == dim_in
+  int64_t heads = 16;
+  int64_t depth = 4;
+  int64_t mlp_ratio = 4;
+  int64_t pose_dim = 9;  // absT_quaR_FoV
+  int64_t head_dim() const { return dim / heads; }
+};
+
+// CameraBlock: pre-norm attention + MLP, both with LayerScale. Keys under `camera_head.trunk.{j}.`.
+struct CameraBlockWeights {
+  Tensor norm1_w, norm1_b;  // norm1.weight / norm1.bias [dim]
+  Tensor qkv_w, qkv_b;      // attn.qkv.weight [3 dim, dim] / .bias: q | k | v, heads contiguous
+  Tensor proj_w, proj_b;    // attn.proj.weight [dim, dim] / .bias
+  Tensor ls1;               // ls1.gamma [dim]
+  Tensor norm2_w, norm2_b;  // norm2.weight / norm2.bias [dim]
+  Tensor fc1_w, fc1_b;      // mlp.fc1.weight [mlp_ratio dim, dim] / .bias
+  Tensor fc2_w, fc2_b;      // mlp.fc2.weight [dim, mlp_ratio dim] / .bias
+  Tensor ls2;               // ls2.gamma [dim]
+};
+
+// Keys under `camera_head.`.
+struct CameraHeadWeights {
+  Tensor token_norm_w, token_norm_b;  // token_norm.weight / .bias [dim]
+  Tensor trunk_norm_w, trunk_norm_b;  // trunk_norm.weight / .bias [dim]
+  Tensor empty_pose;                  // empty_pose_tokens [1, 1, 9]
+  Tensor embed_w, embed_b;            // embed_pose.weight [dim, 9] / .bias
+  Tensor mod_w, mod_b;                // poseLN_modulation.1.weight [3 dim, dim] / .bias
+  Tensor branch_fc1_w, branch_fc1_b;  // pose_branch.fc1.weight [dim/2, dim] / .bias
+  Tensor branch_fc2_w, branch_fc2_b;  // pose_branch.fc2.weight [9, dim/2] / .bias
+  std::vector<CameraBlockWeights> trunk;
+};
+
+class CameraHead {
+ public:
+  void load(WeightLoader& loader, const CameraHeadConfig& cfg);
+  const CameraHeadConfig& config() const { return cfg_; }
+
+  // A cache shaped for this head; `dtype` is the storage dtype the backend wants.
+  CameraCache make_cache(Backend& backend, int iterations = 4, DType dtype = DType::F32) const;
+
+  // camera_tokens [S, dim_in] on the backend: token 0 of every frame of the last emitted layer.
+  // store = true (phase 1, keyframes) appends this call's K/V to the cache before attending;
+  // store = false attends to the cache plus the current frames and leaves the cache unchanged.
+  // Returns host F32 pose_enc [S, 9] of the last iteration, FoV entries ReLU'd.
+  Tensor forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                 int iterations = 4);
+
+ private:
+  struct Scratch {
+    int64_t frames = 0;
+    Tensor xhat, ln0;         // [S, dim]: token_norm(x), adaln_norm(xhat)
+    Tensor h, n, t;           // [S, dim] residual stream, normed input, temporary
+    Tensor qkv;               // [S, 3 dim]
+    Tensor q, k, v, o;        // [S, heads, head_dim]
+    Tensor k_store, v_store;  // current K/V in cache dtype (non-keyframe attention)
+    Tensor hidden;            // [S, mlp_ratio dim]
+    Tensor branch;            // [S, dim/2]
+    Tensor pose, delta;       // [S, 9] raw accumulated pose, this iteration's update
+    Tensor m, mod;            // [S, dim], [S, 3 dim]: SiLU(embed_pose(p)), shift|scale|gate
+  };
+  void ensure_scratch(Backend& be, int64_t frames, DType cache_dtype);
+  void block(Backend& be, const CameraBlockWeights& w, CameraCache& cache, int iteration, int j,
+             bool store);
+  // h = gate ⊙ (ln0 ⊙ (1 + scale) + shift) + xhat, mod [1 or S, 3 dim].
+  void modulate(Backend& be, const Tensor& mod);
+
+  CameraHeadConfig cfg_;
+  CameraHeadWeights w_;
+  Tensor mod0_;  // [1, 3 dim]: iteration 0 conditions on the constant empty pose
+  Scratch s_;
+  std::vector<KVSegment> segs_;
+};
+
+}  // namespace lingbot

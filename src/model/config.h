@@ -1,0 +1,36 @@
+// Hyperparameters of a LingBot-Map model: presets and inference from checkpoint shapes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "weights/tensor_map.h"
+
+namespace lingbot {
+
+struct ModelConfig {
+  std::string arch = "lingbot-map";
+  int64_t dim = 1024;         // aggregator and DINO width C
+  int64_t heads = 16;         // aggregator and DINO heads (head_dim = dim / heads = 64)
+  int64_t depth = 24;         // frame/global block pairs
+  int64_t dino_depth = 24;
+  int64_t mlp_ratio = 4;
+  int64_t registers = 4;      // DINO register tokens; the aggregator has 4 as well
+  int64_t patch = 14;
+  int64_t pos_grid = 37;      // learned DINO position grid (img_size 518 / 14)
+  int64_t camera_heads = 16;  // camera head width is 2C
+  int64_t dpt_features = 256;
+  std::array<int64_t, 4> dpt_out = {256, 512, 1024, 1024};
+  std::array<int64_t, 4> selected = {4, 11, 17, 23};  // emitted block pairs
+  float rope_freq = 100.f;                             // 2D RoPE base (frame blocks)
+
+  int64_t head_dim() const { return dim / heads; }
+  static constexpr int64_t kSpecialTokens = 6;  // camera, 4 registers, scale
+
+  static ModelConfig preset(const std::string& name);  // "lingbot-map" or "tiny"
+  // The preset whose shapes the checkpoint carries; Error if none fits.
+  static ModelConfig infer(const TensorMap& tensors);
+};
+
+}  // namespace lingbot

@@ -1,0 +1,241 @@
+#include "model/depth_head.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "lingbot/error.h"
+
+namespace lingbot {
+namespace {
+
+constexpr float kNormEps = 1e-5f;
+constexpr float kPosRatio = 0.1f;
+constexpr double kOmega0 = 100.0;
+
+// torch.linspace in float32: the two halves are anchored at opposite ends, which is what makes
+// the grid symmetric to the last bit.
+std::vector<float> linspace_f32(double start_d, double end_d, int64_t n) {
+  const float start = static_cast<float>(start_d), end = static_cast<float>(end_d);
+  std::vector<float> v(n);
+  if (n == 1) {
+    v[0] = start;
+    return v;
+  }
+  const float step = (end - start) / static_cast<float>(n - 1);
+  const int64_t half = n / 2;
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = i < half ? start + step * static_cast<float>(i)
+                    : end - step * static_cast<float>(n - 1 - i);
+  return v;
+}
+
+// Pixel centres of a [-span, span] box of n cells, in the reference's evaluation order.
+std::vector<float> centred_coords(double span, int64_t n) {
+  const double edge = (-span * static_cast<double>(n - 1)) / static_cast<double>(n);
+  const double other = (span * static_cast<double>(n - 1)) / static_cast<double>(n);
+  return linspace_f32(edge, other, n);
+}
+
+}  // namespace
+
+Tensor uv_pos_embed(int64_t h, int64_t w, int64_t channels, double aspect_ratio, float ratio) {
+  LINGBOT_CHECK(channels % 4 == 0, "uv_pos_embed: channels must be a multiple of 4");
+  const double diag = std::sqrt(aspect_ratio * aspect_ratio + 1.0);
+  const std::vector<float> xs = centred_coords(aspect_ratio / diag, w);
+  const std::vector<float> ys = centred_coords(1.0 / diag, h);
+  const int64_t q = channels / 4;
+  std::vector<double> omega(q);
+  for (int64_t k = 0; k < q; ++k)
+    omega[k] = 1.0 / std::pow(kOmega0, static_cast<double>(k) / static_cast<double>(q));
+
+  // Channel blocks [sin x | cos x | sin y | cos y], products and trig in double as the reference
+  // promotes to float64, rounded to float before the ratio is applied.
+  Tensor out = Tensor::zeros({1, channels, h, w});
+  float* o = out.f32();
+  const int64_t plane = h * w;
+  for (int64_t k = 0; k < q; ++k) {
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        const double ax = static_cast<double>(xs[x]) * omega[k];
+        const double ay = static_cast<double>(ys[y]) * omega[k];
+        const int64_t at = y * w + x;
+        o[(0 * q + k) * plane + at] = ratio * static_cast<float>(std::sin(ax));
+        o[(1 * q + k) * plane + at] = ratio * static_cast<float>(std::cos(ax));
+        o[(2 * q + k) * plane + at] = ratio * static_cast<float>(std::sin(ay));
+        o[(3 * q + k) * plane + at] = ratio * static_cast<float>(std::cos(ay));
+      }
+    }
+  }
+  return out;
+}
+
+void DepthHead::load(WeightLoader& loader, const DepthHeadConfig& cfg) {
+  cfg_ = cfg;
+  const int64_t f = cfg.features, d = cfg.dim_in;
+  const auto& c = cfg.out_channels;
+  const std::string pre = "depth_head.";
+  auto get = [&](const std::string& key, const Shape& shape) {
+    return loader.get(pre + key, shape);
+  };
+  auto conv = [&](const std::string& key, const Shape& shape) {
+    return ConvWeights{get(key + ".weight", shape), get(key + ".bias", {shape[0]})};
+  };
+  auto rcu = [&](const std::string& key) {
+    return ResidualConvUnitWeights{conv(key + ".conv1", {f, f, 3, 3}),
+                                   conv(key + ".conv2", {f, f, 3, 3})};
+  };
+
+  w_.norm_w = get("norm.weight", {d});
+  w_.norm_b = get("norm.bias", {d});
+  for (int l = 0; l < 4; ++l) {
+    const std::string key = "projects." + std::to_string(l);
+    w_.projects[l] = {get(key + ".weight", {c[l], d, 1, 1}).reshape({c[l], d}),
+                      get(key + ".bias", {c[l]})};
+  }
+  // ConvTranspose weights are [in, out, k, k]; the bias spans the output channels.
+  w_.resize0 = {get("resize_layers.0.weight", {c[0], c[0], 4, 4}),
+                get("resize_layers.0.bias", {c[0]})};
+  w_.resize1 = {get("resize_layers.1.weight", {c[1], c[1], 2, 2}),
+                get("resize_layers.1.bias", {c[1]})};
+  w_.resize3 = conv("resize_layers.3", {c[3], c[3], 3, 3});
+  for (int l = 0; l < 4; ++l)
+    w_.layer_rn[l] = get("scratch.layer" + std::to_string(l + 1) + "_rn.weight", {f, c[l], 3, 3});
+  for (int k = 0; k < 4; ++k) {
+    const std::string key = "scratch.refinenet" + std::to_string(k + 1);
+    FusionBlockWeights& r = w_.refinenet[k];
+    r.has_residual = k != 3;
+    if (r.has_residual) r.rcu1 = rcu(key + ".resConfUnit1");
+    r.rcu2 = rcu(key + ".resConfUnit2");
+    r.out_conv = conv(key + ".out_conv", {f, f, 1, 1});
+  }
+  w_.output_conv1 = conv("scratch.output_conv1", {f / 2, f, 3, 3});
+  w_.output_conv2a = conv("scratch.output_conv2.0", {cfg.head_hidden, f / 2, 3, 3});
+  w_.output_conv2b = conv("scratch.output_conv2.2", {cfg.out_dim, cfg.head_hidden, 1, 1});
+  plan_ = Plan{};
+}
+
+void DepthHead::plan_for(Backend& be, int H, int W) {
+  if (plan_.H == H && plan_.W == W) return;
+  const int64_t p = cfg_.patch, f = cfg_.features;
+  LINGBOT_CHECK(H > 0 && W > 0 && H % p == 0 && W % p == 0,
+                "depth head: image " + std::to_string(H) + "x" + std::to_string(W) +
+                    " is not a multiple of the patch size " + std::to_string(p));
+  const auto& c = cfg_.out_channels;
+  Plan pl;
+  pl.H = H;
+  pl.W = W;
+  pl.ph = H / p;
+  pl.pw = W / p;
+  const int64_t ph = pl.ph, pw = pl.pw, np = ph * pw;
+  // Pyramid level l: 4×, 2×, 1× the patch grid, then a stride-2 conv (rounding up).
+  const std::array<int64_t, 4> lh{4 * ph, 2 * ph, ph, (ph - 1) / 2 + 1};
+  const std::array<int64_t, 4> lw{4 * pw, 2 * pw, pw, (pw - 1) / 2 + 1};
+  auto f32 = [&](const Shape& s) { return be.alloc(s, DType::F32); };
+
+  const double aspect = static_cast<double>(W) / static_cast<double>(H);
+  pl.xn = f32({np, cfg_.dim_in});
+  for (int l = 0; l < 4; ++l) {
+    pl.pos[l] = be.upload(uv_pos_embed(ph, pw, c[l], aspect, kPosRatio), DType::F32);
+    pl.rows[l] = f32({np, c[l]});
+    pl.proj[l] = f32({1, c[l], ph, pw});
+    pl.r[l] = f32({1, f, lh[l], lw[l]});
+    pl.tmp1[l] = f32({1, f, lh[l], lw[l]});
+    pl.tmp2[l] = f32({1, f, lh[l], lw[l]});
+    // refinenet{l+1} upsamples to the next finer level; refinenet1 to twice level 0.
+    const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
+    pl.up[l] = f32({1, f, oh, ow});
+    pl.fused[l] = f32({1, f, oh, ow});
+  }
+  pl.resized0 = f32({1, c[0], lh[0], lw[0]});
+  pl.resized1 = f32({1, c[1], lh[1], lw[1]});
+  pl.resized3 = f32({1, c[3], lh[3], lw[3]});
+  pl.o1 = f32({1, f / 2, 2 * lh[0], 2 * lw[0]});
+  pl.o1_up = f32({1, f / 2, p * ph, p * pw});
+  pl.pos_out = be.upload(uv_pos_embed(p * ph, p * pw, f / 2, aspect, kPosRatio), DType::F32);
+  pl.o2 = f32({1, cfg_.head_hidden, p * ph, p * pw});
+  pl.logits = f32({1, cfg_.out_dim, p * ph, p * pw});
+  plan_ = std::move(pl);
+}
+
+// The reference's ReLUs are in-place, so the skip connection carries relu(x), not x:
+// RCU(x) = relu(x) + conv2(relu(conv1(relu(x)))). Result in x.
+void DepthHead::residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x,
+                                   Tensor& tmp1, Tensor& tmp2) {
+  be.activate(x, Act::ReLU);
+  be.conv2d(x, w.conv1.w, &w.conv1.b, 1, 1, tmp1);
+  be.activate(tmp1, Act::ReLU);
+  be.conv2d(tmp1, w.conv2.w, &w.conv2.b, 1, 1, tmp2);
+  be.add(x, tmp2);
+}
+
+// out = out_conv(upsample(RCU2(a + RCU1(b)))); a and b are overwritten.
+void DepthHead::fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b,
+                             Tensor& tmp1, Tensor& tmp2, Tensor& up, Tensor& out) {
+  if (b) {
+    residual_conv_unit(be, w.rcu1, *b, tmp1, tmp2);
+    be.add(a, *b);
+  }
+  residual_conv_unit(be, w.rcu2, a, tmp1, tmp2);
+  be.upsample_bilinear(a, up);
+  be.conv2d(up, w.out_conv.w, &w.out_conv.b, 1, 0, out);
+}
+
+void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t s, float* depth,
+                      float* conf) {
+  Plan& pl = plan_;
+  const int64_t np = pl.ph * pl.pw, tokens = layers[0].dim(1);
+  for (int l = 0; l < 4; ++l) {
+    const Tensor patches = layers[l][s].slice(tokens - np, tokens);
+    be.layer_norm(patches, &w_.norm_w, &w_.norm_b, kNormEps, pl.xn);
+    be.linear(pl.xn, w_.projects[l].w, &w_.projects[l].b, pl.rows[l]);
+    Tensor chw = pl.proj[l].reshape({1, pl.proj[l].dim(1), np});
+    be.transpose_last2(pl.rows[l].reshape({1, np, pl.rows[l].dim(1)}), chw);
+    be.add(pl.proj[l], pl.pos[l]);
+  }
+  be.conv_transpose2d(pl.proj[0], w_.resize0.w, &w_.resize0.b, 4, pl.resized0);
+  be.conv_transpose2d(pl.proj[1], w_.resize1.w, &w_.resize1.b, 2, pl.resized1);
+  be.conv2d(pl.proj[3], w_.resize3.w, &w_.resize3.b, 2, 1, pl.resized3);
+  const std::array<const Tensor*, 4> resized{&pl.resized0, &pl.resized1, &pl.proj[2], &pl.resized3};
+  for (int l = 0; l < 4; ++l) be.conv2d(*resized[l], w_.layer_rn[l], nullptr, 1, 1, pl.r[l]);
+
+  // Coarse to fine: refinenet4 works on level 3 alone, refinenet{l+1} adds level l.
+  fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp1[3], pl.tmp2[3], pl.up[3],
+               pl.fused[3]);
+  for (int l = 2; l >= 0; --l)
+    fusion_block(be, w_.refinenet[l], pl.fused[l + 1], &pl.r[l], pl.tmp1[l], pl.tmp2[l], pl.up[l],
+                 pl.fused[l]);
+
+  be.conv2d(pl.fused[0], w_.output_conv1.w, &w_.output_conv1.b, 1, 1, pl.o1);
+  be.upsample_bilinear(pl.o1, pl.o1_up);
+  be.add(pl.o1_up, pl.pos_out);
+  be.conv2d(pl.o1_up, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1, pl.o2);
+  be.activate(pl.o2, Act::ReLU);
+  be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
+
+  const Tensor logits = be.download(pl.logits);
+  const int64_t plane = static_cast<int64_t>(pl.H) * pl.W;
+  const float* lg = logits.f32();
+  for (int64_t i = 0; i < plane; ++i) {
+    depth[i] = std::exp(lg[i]);
+    conf[i] = 1.0f + std::exp(lg[plane + i]);
+  }
+}
+
+DepthOutput DepthHead::forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
+  LINGBOT_CHECK(w_.norm_w.defined(), "depth head: forward before load");
+  plan_for(be, H, W);
+  const int64_t frames = layers[0].dim(0), np = plan_.ph * plan_.pw;
+  for (const Tensor& t : layers)
+    LINGBOT_CHECK(t.rank() == 3 && t.dim(0) == frames && t.dim(1) == layers[0].dim(1) &&
+                      t.dim(1) >= np && t.dim(2) == cfg_.dim_in,
+                  "depth head: expected 4 layers [S, T >= " + std::to_string(np) + ", " +
+                      std::to_string(cfg_.dim_in) + "], got " + shape_str(t.shape()));
+  DepthOutput out{Tensor::zeros({frames, H, W}), Tensor::zeros({frames, H, W})};
+  const int64_t plane = static_cast<int64_t>(H) * W;
+  for (int64_t s = 0; s < frames; ++s)
+    frame(be, layers, s, out.depth.f32() + s * plane, out.conf.f32() + s * plane);
+  return out;
+}
+
+}  // namespace lingbot

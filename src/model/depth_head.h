@@ -1,0 +1,101 @@
+// DPT depth head (spec 02 §4): four aggregator layers are projected, resampled to a feature
+// pyramid at 1/4 .. 1/28 of the image, fused coarse to fine, and decoded to per-pixel depth and
+// confidence. Stateless and per-frame.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "backend/ops.h"
+#include "model/weight_loader.h"
+
+namespace lingbot {
+
+struct DepthHeadConfig {
+  int64_t dim_in = 2048;  // 2C
+  int64_t features = 256;
+  std::array<int64_t, 4> out_channels{256, 512, 1024, 1024};
+  int64_t head_hidden = 32;  // width of output_conv2.0, fixed in the reference
+  int64_t out_dim = 2;       // depth logit, confidence logit
+  int patch = 14;
+};
+
+// A convolution's parameters; `b` is undefined for the bias-less scratch convs.
+struct ConvWeights {
+  Tensor w, b;
+};
+
+// Keys `resConfUnit{1,2}.conv{1,2}.weight/.bias`: two 3×3 features→features convs.
+struct ResidualConvUnitWeights {
+  ConvWeights conv1, conv2;
+};
+
+// Keys under `scratch.refinenet{k}.`; refinenet4 has no resConfUnit1 (no finer-level input).
+struct FusionBlockWeights {
+  bool has_residual = true;
+  ResidualConvUnitWeights rcu1, rcu2;  // resConfUnit1, resConfUnit2
+  ConvWeights out_conv;                // out_conv 1×1 features→features
+};
+
+// Keys under `depth_head.`.
+struct DepthHeadWeights {
+  Tensor norm_w, norm_b;                // norm.weight / .bias [dim_in], shared by all 4 layers
+  std::array<ConvWeights, 4> projects;  // projects.{l}: 1×1 conv, kept as Linear [C_l, dim_in]
+  ConvWeights resize0;                  // resize_layers.0: ConvTranspose k4 s4 [C0, C0, 4, 4]
+  ConvWeights resize1;                  // resize_layers.1: ConvTranspose k2 s2 [C1, C1, 2, 2]
+  ConvWeights resize3;                  // resize_layers.3: Conv 3×3 s2 p1 [C3, C3, 3, 3]
+  std::array<Tensor, 4> layer_rn;       // scratch.layer{l+1}_rn.weight [features, C_l, 3, 3]
+  std::array<FusionBlockWeights, 4> refinenet;  // [k] = scratch.refinenet{k+1}
+  ConvWeights output_conv1;                     // scratch.output_conv1 [features/2, features, 3, 3]
+  ConvWeights output_conv2a;  // scratch.output_conv2.0 [head_hidden, features/2, 3, 3]
+  ConvWeights output_conv2b;  // scratch.output_conv2.2 [out_dim, head_hidden, 1, 1]
+};
+
+struct DepthOutput {
+  Tensor depth;  // host F32 [S, H, W], exp(logit 0)
+  Tensor conf;   // host F32 [S, H, W], 1 + exp(logit 1)
+};
+
+// The UV positional embedding added to a [channels, h, w] map of an H×W image (§4.2), already
+// multiplied by `ratio`: host F32 [1, channels, h, w].
+Tensor uv_pos_embed(int64_t h, int64_t w, int64_t channels, double aspect_ratio, float ratio);
+
+class DepthHead {
+ public:
+  void load(WeightLoader& loader, const DepthHeadConfig& cfg);
+  const DepthHeadConfig& config() const { return cfg_; }
+
+  // layers: the 4 emitted aggregator layers, each [S, T, dim_in] on the backend, patch tokens
+  // last. H, W: image size, multiples of the patch size.
+  DepthOutput forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W);
+
+ private:
+  // Buffers and positional embeddings for one frame at one resolution.
+  struct Plan {
+    int H = 0, W = 0;
+    int64_t ph = 0, pw = 0;
+    std::array<Tensor, 4> pos;   // 0.1 · embed [1, C_l, ph, pw]
+    Tensor pos_out;              // 0.1 · embed [1, features/2, H, W]
+    Tensor xn;                   // [P, dim_in]
+    std::array<Tensor, 4> rows;  // projections as rows [P, C_l]
+    std::array<Tensor, 4> proj;  // [1, C_l, ph, pw]
+    Tensor resized0, resized1, resized3;
+    std::array<Tensor, 4> r;           // layer_rn outputs, pyramid level l
+    std::array<Tensor, 4> tmp1, tmp2;  // RCU temporaries at level l
+    std::array<Tensor, 4> up, fused;   // refinenet{k+1} output before/after out_conv
+    Tensor o1, o1_up, o2, logits;
+  };
+  void plan_for(Backend& be, int H, int W);
+  void residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x, Tensor& tmp1,
+                          Tensor& tmp2);
+  void fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b, Tensor& tmp1,
+                    Tensor& tmp2, Tensor& up, Tensor& out);
+  void frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t s, float* depth,
+             float* conf);
+
+  DepthHeadConfig cfg_;
+  DepthHeadWeights w_;
+  Plan plan_;
+};
+
+}  // namespace lingbot

@@ -1,0 +1,50 @@
+// The whole network for one forward call: aggregator, camera head, depth head.
+#pragma once
+
+#include <array>
+#include <memory>
+
+#include "cache/camera_cache.h"
+#include "cache/paged_kv.h"
+#include "model/aggregator.h"
+#include "model/camera_head.h"
+#include "model/depth_head.h"
+
+namespace lingbot {
+
+// images01 [S, 3, H, W] host F32 in [0, 1] -> ImageNet-normalized copy.
+Tensor normalize_imagenet(const Tensor& images01);
+
+class Model {
+ public:
+  Model(Backend& backend, WeightLoader& weights, const ModelConfig& config);
+
+  struct Output {
+    Tensor pose_enc;  // host [S, 9]
+    Tensor depth;     // host [S, H, W]
+    Tensor conf;      // host [S, H, W]
+  };
+  // One call over S frames. store = false runs a non-keyframe: its aggregator K/V are appended
+  // with eviction deferred (the caller rolls them back) and the camera head stores nothing.
+  Output forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
+                 int64_t scale_frames, bool store, int camera_iterations);
+
+  KVCacheConfig kv_config(int64_t height, int64_t width, int64_t scale_frames, int64_t window) const;
+  CameraCache make_camera_cache(int iterations) const;
+
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() { return backend_; }
+  // The emitted aggregator layers of the last call (for parity tests).
+  const std::array<Tensor, 4>& last_layers() const { return *layers_; }
+
+ private:
+  Backend& backend_;
+  ModelConfig cfg_;
+  Aggregator aggregator_;
+  CameraHead camera_;
+  DepthHead depth_;
+  const std::array<Tensor, 4>* layers_ = nullptr;
+  Tensor cam_tokens_;
+};
+
+}  // namespace lingbot
