@@ -15,7 +15,7 @@ namespace lingbot {
 enum class Act : uint8_t { None, GELU, ReLU, SiLU };  // GELU is the exact erf form
 
 // One contiguous run of cached tokens: K and V rows laid out [tokens][heads][head_dim] in the
-// cache's storage dtype. Attention reads a list of these (pages, the special stream, the
+// dtype of the queries that attend to them (the cache's storage dtype). Attention reads a list of these (pages, the special stream, the
 // current frame) and never gathers them into one copy.
 struct KVSegment {
   const void* k = nullptr;

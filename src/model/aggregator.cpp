@@ -29,9 +29,9 @@ void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   global_blocks_.resize(cfg.depth);
   for (int64_t i = 0; i < cfg.depth; ++i) {
     frame_blocks_[i].load(w, "aggregator.frame_blocks." + std::to_string(i), c, hidden,
-                          cfg.head_dim(), true, 1e-5f);
+                          cfg.head_dim(), true, 1e-5f, cfg.compute);
     global_blocks_[i].load(w, "aggregator.global_blocks." + std::to_string(i), c, hidden,
-                           cfg.head_dim(), true, 1e-5f);
+                           cfg.head_dim(), true, 1e-5f, cfg.compute);
   }
 }
 
@@ -55,7 +55,7 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
     rope2d_table(s, ns, gh, gw, d, cfg_.rope_freq, &cs, &sn);
     wk.rope2d = {b.upload(cs, DType::F32), b.upload(sn, DType::F32), RopePairs::HalfSplit};
   }
-  wk.buf.ensure(b, m, c, c * cfg_.mlp_ratio, h);
+  wk.buf.ensure(b, m, c, c * cfg_.mlp_ratio, h, cfg_.compute);
 
   // Tokens: [camera, registers, scale, patches] per frame. Variant 0 of camera/registers marks
   // the first frame of the sequence; scale variant 0 marks the scale frames (reference rule on

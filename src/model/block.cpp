@@ -3,10 +3,10 @@
 namespace lingbot {
 
 void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int64_t hidden,
-                        int64_t head_dim, bool with_qk_norm, float norm_eps) {
+                        int64_t head_dim, bool with_qk_norm, float norm_eps, DType md) {
   norm1_w = w.get(p + ".norm1.weight", {dim});
   norm1_b = w.get(p + ".norm1.bias", {dim});
-  qkv_w = w.get(p + ".attn.qkv.weight", {3 * dim, dim});
+  qkv_w = w.get(p + ".attn.qkv.weight", {3 * dim, dim}, md);
   qkv_b = w.get(p + ".attn.qkv.bias", {3 * dim});
   qk_norm = with_qk_norm;
   if (qk_norm) {
@@ -15,14 +15,14 @@ void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int6
     k_norm_w = w.get(p + ".attn.k_norm.weight", {head_dim});
     k_norm_b = w.get(p + ".attn.k_norm.bias", {head_dim});
   }
-  proj_w = w.get(p + ".attn.proj.weight", {dim, dim});
+  proj_w = w.get(p + ".attn.proj.weight", {dim, dim}, md);
   proj_b = w.get(p + ".attn.proj.bias", {dim});
   ls1 = w.get(p + ".ls1.gamma", {dim});
   norm2_w = w.get(p + ".norm2.weight", {dim});
   norm2_b = w.get(p + ".norm2.bias", {dim});
-  fc1_w = w.get(p + ".mlp.fc1.weight", {hidden, dim});
+  fc1_w = w.get(p + ".mlp.fc1.weight", {hidden, dim}, md);
   fc1_b = w.get(p + ".mlp.fc1.bias", {hidden});
-  fc2_w = w.get(p + ".mlp.fc2.weight", {dim, hidden});
+  fc2_w = w.get(p + ".mlp.fc2.weight", {dim, hidden}, md);
   fc2_b = w.get(p + ".mlp.fc2.bias", {dim});
   ls2 = w.get(p + ".ls2.gamma", {dim});
   eps = norm_eps;

@@ -26,7 +26,7 @@ struct BlockWeights {
   float eps = 1e-5f;        // norm1/norm2 (DINO: 1e-6); qk-norm is always 1e-5
 
   void load(WeightLoader& w, const std::string& prefix, int64_t dim, int64_t hidden,
-            int64_t head_dim, bool with_qk_norm, float norm_eps);
+            int64_t head_dim, bool with_qk_norm, float norm_eps, DType matrix_dtype);
 };
 
 // Activation buffers for one block over M rows, reused across blocks and steps.

@@ -24,6 +24,9 @@ struct ModelConfig {
   std::array<int64_t, 4> dpt_out = {256, 512, 1024, 1024};
   std::array<int64_t, 4> selected = {4, 11, 17, 23};  // emitted block pairs
   float rope_freq = 100.f;                             // 2D RoPE base (frame blocks)
+  // Dtype of the transformer matrices, GEMM outputs, attention and the KV cache. The residual
+  // streams, norms and both heads stay F32 (as the reference under autocast).
+  DType compute = DType::F32;
 
   int64_t head_dim() const { return dim / heads; }
   static constexpr int64_t kSpecialTokens = 6;  // camera, 4 registers, scale

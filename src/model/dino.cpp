@@ -84,12 +84,12 @@ void DinoTrunk::load(WeightLoader& w, const ModelConfig& cfg) {
   prefix_ = w.backend().upload(prefix, DType::F32);
   pos_host_ = w.get_host(pre + "pos_embed", {1, 1 + cfg.pos_grid * cfg.pos_grid, c}).reshape({-1, c});
   w.ignore(pre + "mask_token");  // only used in training
-  patch_w_ = w.get(pre + "patch_embed.proj.weight", {c, 3, p, p}).reshape({c, 3 * p * p});
+  patch_w_ = w.get(pre + "patch_embed.proj.weight", {c, 3, p, p}, cfg.compute).reshape({c, 3 * p * p});
   patch_b_ = w.get(pre + "patch_embed.proj.bias", {c});
   blocks_.resize(cfg.dino_depth);
   for (int64_t i = 0; i < cfg.dino_depth; ++i)
     blocks_[i].load(w, pre + "blocks." + std::to_string(i), c, c * cfg.mlp_ratio, cfg.head_dim(),
-                    /*with_qk_norm=*/false, 1e-6f);
+                    /*with_qk_norm=*/false, 1e-6f, cfg.compute);
   norm_w_ = w.get(pre + "norm.weight", {c});
   norm_b_ = w.get(pre + "norm.bias", {c});
 }
@@ -114,13 +114,15 @@ const Tensor& DinoTrunk::forward(Backend& b, const Tensor& images) {
   Work& wk = work_[{s, nd}];
   if (!wk.x.defined()) {
     wk.rows = b.alloc({s * np, 3 * p * p}, DType::F32);
-    wk.patches = b.alloc({s, np, c}, DType::F32);
+    wk.rows_c = cfg_.compute == DType::F32 ? wk.rows : b.alloc({s * np, 3 * p * p}, cfg_.compute);
+    wk.patches = b.alloc({s, np, c}, cfg_.compute);
     wk.x = b.alloc({s, nd, c}, DType::F32);
     wk.out = b.alloc({s, nd, c}, DType::F32);
   }
-  wk.buf.ensure(b, s * nd, c, c * cfg_.mlp_ratio, cfg_.heads);
+  wk.buf.ensure(b, s * nd, c, c * cfg_.mlp_ratio, cfg_.heads, cfg_.compute);
   b.patchify(images, static_cast<int>(p), wk.rows);
-  b.linear(wk.rows, patch_w_, &patch_b_, wk.patches);
+  if (cfg_.compute != DType::F32) b.copy(wk.rows, wk.rows_c);
+  b.linear(wk.rows_c, patch_w_, &patch_b_, wk.patches);
   for (int64_t f = 0; f < s; ++f) {
     Tensor head = wk.x[f].slice(0, 1 + r), body = wk.x[f].slice(1 + r, nd);
     b.copy(prefix_, head);

@@ -35,7 +35,7 @@ class DinoTrunk {
   std::map<std::pair<int64_t, int64_t>, Tensor> pos_tables_;  // (gh, gw) -> [1 + R + Np, C]
   // Per batch size: activations.
   struct Work {
-    Tensor rows, patches, x, out;
+    Tensor rows, rows_c, patches, x, out;  // rows_c: rows in the compute dtype
     BlockBuffers buf;
   };
   std::map<std::pair<int64_t, int64_t>, Work> work_;  // (frames, tokens)

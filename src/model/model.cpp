@@ -43,7 +43,7 @@ KVCacheConfig Model::kv_config(int64_t height, int64_t width, int64_t scale_fram
   c.tokens_per_frame = c.special_tokens + (height / cfg_.patch) * (width / cfg_.patch);
   c.scale_frames = scale_frames;
   c.window = window;
-  c.dtype = DType::F32;
+  c.dtype = cfg_.compute;
   return c;
 }
 

@@ -13,6 +13,9 @@
 namespace lingbot {
 namespace {
 
+// Below this many elements an op runs on one thread: waking the team costs more.
+constexpr int64_t kParallelWork = 1 << 15;
+
 inline float act_apply(float x, Act a) {
   switch (a) {
     case Act::None: return x;
@@ -87,7 +90,7 @@ class CpuBackend final : public Backend {
     const float* bias = b ? b->f32() : nullptr;
     if (!bias && act == Act::None) return;
     float* out = y.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m * n > kParallelWork)
     for (int64_t i = 0; i < m; ++i) {
       float* row = out + i * n;
       for (int64_t j = 0; j < n; ++j) row[j] = act_apply(bias ? row[j] + bias[j] : row[j], act);
@@ -101,7 +104,7 @@ class CpuBackend final : public Backend {
     const float* bp = b ? b->f32() : nullptr;
     const float* xp = x.f32();
     float* yp = y.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * n > kParallelWork)
     for (int64_t r = 0; r < rows; ++r) layer_norm_row(xp + r * n, n, wp, bp, eps, yp + r * n);
   }
 
@@ -114,7 +117,7 @@ class CpuBackend final : public Backend {
     float* xp = x.f32();
     const float* yp = y.f32();
     const float* g = gamma ? gamma->f32() : nullptr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
     for (int64_t i = 0; i < n; ++i) {
       float v = yp[i % ny];
       if (g) v *= g[i % c];
@@ -126,7 +129,7 @@ class CpuBackend final : public Backend {
     check_f32(x, "activation");
     float* p = x.f32();
     const int64_t n = x.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
     for (int64_t i = 0; i < n; ++i) p[i] = act_apply(p[i], act);
   }
 
@@ -135,7 +138,7 @@ class CpuBackend final : public Backend {
     LINGBOT_CHECK(b.numel() / cb == m && y.numel() == m * (ca + cb), "concat_last: shape mismatch");
     const float *ap = a.f32(), *bp = b.f32();
     float* yp = y.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (y.numel() > kParallelWork)
     for (int64_t i = 0; i < m; ++i) {
       std::memcpy(yp + i * (ca + cb), ap + i * ca, ca * 4);
       std::memcpy(yp + i * (ca + cb) + ca, bp + i * cb, cb * 4);
@@ -147,7 +150,7 @@ class CpuBackend final : public Backend {
     LINGBOT_CHECK(y.numel() == x.numel(), "transpose_last2: shape mismatch");
     const float* xp = x.f32();
     float* yp = y.f32();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelWork)
     for (int64_t bi = 0; bi < batch; ++bi)
       for (int64_t j = 0; j < c; ++j)
         for (int64_t i = 0; i < r; ++i) yp[(bi * c + j) * r + i] = xp[(bi * r + i) * c + j];
@@ -162,7 +165,7 @@ class CpuBackend final : public Backend {
     const float* src = qkv.f32();
     float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
     const int64_t half = d / 2, quarter = d / 4;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (qkv.numel() > kParallelWork)
     for (int64_t i = 0; i < m; ++i) {
       const float* row = src + i * 3 * h * d;
       std::memcpy(vp + i * h * d, row + 2 * h * d, h * d * 4);
@@ -212,7 +215,7 @@ class CpuBackend final : public Backend {
     float* op = out.f32();
     constexpr int64_t kBlock = 16;
     const int64_t nblocks = (nq + kBlock - 1) / kBlock;
-#pragma omp parallel
+#pragma omp parallel if (nq * nk * h * d > kParallelWork)
     {
       std::vector<float> scores(kBlock * nk);
 #pragma omp for collapse(2) schedule(dynamic)
@@ -274,7 +277,7 @@ class CpuBackend final : public Backend {
     LINGBOT_CHECK(rows.numel() == s * gh * gw * kdim, "patchify: output shape mismatch");
     const float* x = img.f32();
     float* r = rows.f32();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (rows.numel() > kParallelWork)
     for (int64_t f = 0; f < s; ++f)
       for (int64_t y = 0; y < gh; ++y)
         for (int64_t xg = 0; xg < gw; ++xg) {
@@ -305,7 +308,7 @@ class CpuBackend final : public Backend {
       float* yp = y.f32() + img * co * npix;
       const float* colp = xp;
       if (!pointwise) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (kdim * npix > kParallelWork)
         for (int64_t c = 0; c < ci; ++c)
           for (int64_t ky = 0; ky < kh; ++ky)
             for (int64_t kx = 0; kx < kw; ++kx) {
@@ -325,7 +328,7 @@ class CpuBackend final : public Backend {
       cpu::sgemm(false, false, co, npix, kdim, 1.f, w.f32(), kdim, colp, npix, 0.f, yp, npix);
       if (b) {
         const float* bp = b->f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (co * npix > kParallelWork)
         for (int64_t c = 0; c < co; ++c)
           for (int64_t i = 0; i < npix; ++i) yp[c * npix + i] += bp[c];
       }
@@ -349,7 +352,7 @@ class CpuBackend final : public Backend {
                  0.f, tmp.data(), npix);
       float* yp = y.f32() + img * co * npix * k * k;
       const float* bp = b ? b->f32() : nullptr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (co * npix * k * k > kParallelWork)
       for (int64_t c = 0; c < co; ++c)
         for (int64_t a = 0; a < k; ++a)
           for (int64_t bb = 0; bb < k; ++bb) {
@@ -380,7 +383,7 @@ class CpuBackend final : public Backend {
     }
     const float* xp = x.f32();
     float* yp = y.f32();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (y.numel() > kParallelWork)
     for (int64_t c = 0; c < nc; ++c)
       for (int64_t oy = 0; oy < ho; ++oy) {
         const float src = sh * static_cast<float>(oy);

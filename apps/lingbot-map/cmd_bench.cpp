@@ -1,0 +1,103 @@
+// `lingbot-map bench`: streaming speed with synthetic weights and random frames, with the
+// reference profiler's settings as defaults (378x504, 300 frames, window 64, scale 8,
+// camera iterations 4, keyframe interval 1).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "commands.h"
+#include "lingbot/error.h"
+
+namespace lingbot::cli {
+namespace {
+
+struct BenchArgs {
+  EngineOptions engine{.model = "synthetic:3", .arch = "lingbot-map"};
+  StreamOptions stream;
+  int frames = 300, height = 378, width = 504;
+  std::string json;
+};
+
+int bench(const BenchArgs& a) {
+  LINGBOT_CHECK(a.height % 14 == 0 && a.width % 14 == 0, "--height and --width must be multiples of 14");
+  LINGBOT_CHECK(a.frames >= a.stream.scale_frames, "--frames must be at least --scale-frames");
+  using clock = std::chrono::steady_clock;
+  const auto t_load = clock::now();
+  auto engine = Engine::create(a.engine);
+  const double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
+  auto session = engine->start(a.stream);
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  Tensor frame = Tensor::zeros({3, a.height, a.width});
+  std::vector<double> frame_ms;  // phase-2 frames, in order
+  double phase1_ms = 0;
+  int delivered = 0;
+  auto on_result = [&](const FrameResult&) { ++delivered; };
+  const auto t0 = clock::now();
+  for (int i = 0; i < a.frames; ++i) {
+    for (int64_t j = 0; j < frame.numel(); ++j) frame.f32()[j] = u(rng);
+    const auto before = clock::now();
+    session->push(frame, on_result);  // the scale_frames-th push runs phase 1
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - before).count();
+    if (i + 1 == a.stream.scale_frames) phase1_ms = ms;
+    if (i >= a.stream.scale_frames) frame_ms.push_back(ms);
+  }
+  session->finish(on_result);
+  const double total_s = std::chrono::duration<double>(clock::now() - t0).count();
+  auto at = [&](double q) {
+    return frame_ms.empty() ? 0.0 : frame_ms[std::min(frame_ms.size() - 1, static_cast<size_t>(q * frame_ms.size()))];
+  };
+  double sum = 0;
+  for (double ms : frame_ms) sum += ms;
+  const double fps = frame_ms.empty() ? 0 : 1000.0 * frame_ms.size() / sum;
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  const ModelInfo info = engine->info();
+  std::printf("model %s (%zu parameters) on %s, %dx%d, %d frames, scale %d, window %d, keyframe interval %d\n",
+              info.arch.c_str(), info.parameters, info.backend.c_str(), a.width, a.height, a.frames,
+              a.stream.scale_frames, a.stream.window, a.stream.keyframe_interval);
+  std::printf("load %.2f s | phase 1 (%d frames) %.1f ms | per frame at 10/50/90%%: %.1f / %.1f / %.1f ms\n",
+              load_s, a.stream.scale_frames, phase1_ms, at(0.1), at(0.5), at(0.9));
+  std::printf("streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB\n", fps, total_s,
+              ru.ru_maxrss / 1048576.0);
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j = {{"arch", info.arch}, {"backend", info.backend}, {"height", a.height},
+                                {"width", a.width}, {"frames", a.frames},
+                                {"scale_frames", a.stream.scale_frames}, {"window", a.stream.window},
+                                {"keyframe_interval", a.stream.keyframe_interval},
+                                {"camera_iterations", a.stream.camera_iterations}, {"load_s", load_s},
+                                {"phase1_ms", phase1_ms}, {"frame_ms_p10", at(0.1)},
+                                {"frame_ms_p50", at(0.5)}, {"frame_ms_p90", at(0.9)}, {"fps", fps},
+                                {"frame_ms", frame_ms}, {"peak_host_gb", ru.ru_maxrss / 1048576.0}};
+    std::ofstream(a.json) << j.dump(1) << "\n";
+  }
+  return delivered == a.frames ? 0 : 1;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure streaming speed (synthetic weights, random frames)");
+  sub->add_option("--model", a->engine.model, "weights")->capture_default_str();
+  sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
+  sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)");
+  sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
+  sub->add_option("--height", a->height, "frame height")->capture_default_str();
+  sub->add_option("--width", a->width, "frame width")->capture_default_str();
+  sub->add_option("--scale-frames", a->stream.scale_frames, "phase-1 frames")->capture_default_str();
+  sub->add_option("--window", a->stream.window, "sliding window")->capture_default_str();
+  sub->add_option("--keyframe-interval", a->stream.keyframe_interval, "keyframe interval")->capture_default_str();
+  sub->add_option("--camera-iterations", a->stream.camera_iterations, "camera iterations")->capture_default_str();
+  sub->add_option("--json", a->json, "also write the numbers as JSON");
+  commands().push_back({sub, [a] { return bench(*a); }});
+}
+
+}  // namespace lingbot::cli

@@ -1,0 +1,82 @@
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "io/image.h"
+#include "io/preprocess.h"
+#include "lingbot/error.h"
+#include "pipeline.h"
+
+namespace lingbot::cli {
+namespace {
+
+struct RunArgs {
+  EngineOptions engine;
+  StreamOptions stream;
+  std::string input, preprocess = "crop", out, cache_stats;
+  int size = 518;
+  bool quiet = false;
+};
+
+PreprocessMode parse_mode(const std::string& m) {
+  if (m == "crop") return PreprocessMode::Crop;
+  if (m == "pad") return PreprocessMode::Pad;
+  if (m == "none") return PreprocessMode::None;
+  throw Error("unknown --preprocess mode '" + m + "' (crop, pad or none)");
+}
+
+int run(const RunArgs& a) {
+  const PreprocessMode mode = parse_mode(a.preprocess);
+  const std::vector<std::string> paths = list_images(a.input);
+  auto engine = Engine::create(a.engine);
+  size_t next = 0;
+  FrameSource source = [&]() -> std::optional<Tensor> {
+    if (next == paths.size()) return std::nullopt;
+    const std::string& path = paths[next++];
+    try {
+      return to_float01(preprocess(load_image(path), mode, a.size));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (what.find(path) != std::string::npos) throw;
+      throw Error(path + ": " + what);
+    }
+  };
+  RunSummary s = run_stream(*engine, a.stream, source, {a.out, a.cache_stats, a.quiet});
+  std::printf("%lld frames in %.2f s (%.2f frames/s); wrote %s/predictions.safetensors\n",
+              static_cast<long long>(s.frames), s.seconds, s.frames / s.seconds, a.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
+  sub->add_option("--model", e.model, "checkpoint (.safetensors/.pt) or synthetic:SEED")->required();
+  sub->add_option("--arch", e.arch, "lingbot-map or tiny (default: from the checkpoint)");
+  sub->add_option("--device", e.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--threads", e.threads, "CPU threads (0 = all cores)");
+  sub->add_option("--scale-frames", s.scale_frames, "frames of phase 1, kept forever")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--window", s.window, "sliding window of cached frames")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--keyframe-interval", s.keyframe_interval, "cache every N-th frame")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--camera-iterations", s.camera_iterations, "camera-head refinement steps")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+}
+
+void add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand("run", "Reconstruct a sequence of frames");
+  add_stream_options(sub, a->engine, a->stream);
+  sub->add_option("--input", a->input, "folder of PNG/JPEG frames")->required();
+  sub->add_option("--preprocess", a->preprocess, "crop, pad (to --size) or none (as is)")
+      ->capture_default_str();
+  sub->add_option("--size", a->size, "model input width for crop/pad")->capture_default_str();
+  sub->add_option("--out", a->out, "output folder")->required();
+  sub->add_option("--cache-stats", a->cache_stats, "write KV-cache counters per frame (JSON lines)");
+  sub->add_flag("--quiet", a->quiet, "no per-frame progress");
+  commands().push_back({sub, [a] { return run(*a); }});
+}
+
+}  // namespace lingbot::cli

@@ -1,0 +1,178 @@
+// The lingbot-map program end to end: results through files, and one clear line with a
+// non-zero exit for each kind of bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "io/image.h"
+#include "test_util.h"
+#include "weights/safetensors.h"
+#include "weights/synthetic.h"
+
+namespace lingbot {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+Result cli(const std::string& args) {
+  const std::string cmd = std::string(LINGBOT_CLI) + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("lingbot_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    // A tiny checkpoint file with the synthetic weights (every key of the fixture model).
+    std::ifstream f(test::fixtures_dir() + "/tiny/weights_digest.json");
+    auto digest = nlohmann::json::parse(f);
+    for (auto& [name, entry] : digest.items())
+      tiny_[name] = synthetic_tensor(1, name, entry["shape"].get<Shape>());
+    write_safetensors((dir_ / "tiny.safetensors").string(), tiny_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::string path(const std::string& name) { return (dir_ / name).string(); }
+  static std::string frames() { return test::fixtures_dir() + "/tiny/frames"; }
+  static std::string tiny_args() { return "--preprocess none --scale-frames 4 --window 6 --quiet"; }
+
+  // A bad input ends with exactly one line, naming the problem, and exit code 1.
+  static void expect_clean_failure(const std::string& args, const std::string& needle) {
+    Result r = cli(args);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_EQ(r.output.rfind("lingbot-map: error: ", 0), 0u) << r.output;
+  }
+
+  static fs::path dir_;
+  static TensorMap tiny_;
+};
+fs::path Cli::dir_;
+TensorMap Cli::tiny_;
+
+TEST_F(Cli, RunWritesPredictionsMatchingTheReference) {
+  Result r = cli("run --model " + path("tiny.safetensors") + " --input " + frames() + " " +
+                 tiny_args() + " --out " + path("out") + " --cache-stats " + path("stats.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto got = read_safetensors(path("out/predictions.safetensors")).tensors;
+  auto want = read_safetensors(test::fixtures_dir() + "/tiny/stream_kf1.safetensors").tensors;
+  EXPECT_LE(test::compare(got.at("pose_enc"), want.at("pose_enc")).relative(), 1e-4);
+  EXPECT_LE(test::compare(got.at("depth"), want.at("depth")).relative(), 1e-4);
+  EXPECT_LE(test::compare(got.at("depth_conf"), want.at("depth_conf")).relative(), 1e-4);
+  EXPECT_EQ(got.at("c2w").shape(), (Shape{16, 3, 4}));
+  EXPECT_EQ(got.at("w2c").shape(), (Shape{16, 3, 4}));
+  EXPECT_EQ(got.at("intrinsics").shape(), (Shape{16, 3, 3}));
+  std::ifstream stats(path("stats.jsonl"));
+  std::string line;
+  int n = 0;
+  nlohmann::json last;
+  while (std::getline(stats, line)) last = nlohmann::json::parse(line), ++n;
+  EXPECT_EQ(n, 16);
+  EXPECT_EQ(last["frame"], 15);
+  EXPECT_EQ(last["stored_frames"], 16);
+  EXPECT_EQ(last["scale_pages"], 4);
+  EXPECT_EQ(last["live_pages"], 6);
+  EXPECT_EQ(last["free_pages"], 1);
+  EXPECT_EQ(last["special_tokens"], 16 * 6);
+}
+
+TEST_F(Cli, DemoRunsEndToEnd) {
+  Result r = cli("demo --frames 6 --quiet --out " + path("demo"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("meaningless"), std::string::npos);
+  auto got = read_safetensors(path("demo/predictions.safetensors")).tensors;
+  EXPECT_EQ(got.at("pose_enc").shape(), (Shape{6, 9}));
+}
+
+TEST_F(Cli, MissingCheckpoint) {
+  expect_clean_failure("run --model " + path("nope.pt") + " --input " + frames() + " --out " + path("x"),
+                       "nope.pt");
+}
+
+TEST_F(Cli, CorruptAndTruncatedCheckpoints) {
+  std::ofstream(path("garbage.safetensors")) << "this is not a checkpoint at all";
+  expect_clean_failure("run --model " + path("garbage.safetensors") + " --input " + frames() +
+                           " --out " + path("x"),
+                       "garbage.safetensors");
+  fs::copy_file(path("tiny.safetensors"), path("cut.safetensors"));
+  fs::resize_file(path("cut.safetensors"), fs::file_size(path("cut.safetensors")) / 2);
+  expect_clean_failure("run --model " + path("cut.safetensors") + " --input " + frames() + " --out " + path("x"),
+                       "cut.safetensors");
+}
+
+TEST_F(Cli, MissingUnexpectedAndMisshapenKeysAreNamed) {
+  TensorMap m = tiny_;
+  m.erase("aggregator.global_blocks.7.attn.proj.bias");
+  write_safetensors(path("missing.safetensors"), m);
+  expect_clean_failure("run --model " + path("missing.safetensors") + " --input " + frames() + " " +
+                           tiny_args() + " --out " + path("x"),
+                       "aggregator.global_blocks.7.attn.proj.bias");
+  m = tiny_;
+  m["point_head.extra.weight"] = Tensor::zeros({2, 2});
+  write_safetensors(path("extra.safetensors"), m);
+  expect_clean_failure("run --model " + path("extra.safetensors") + " --input " + frames() + " " +
+                           tiny_args() + " --out " + path("x"),
+                       "point_head.extra.weight");
+  m = tiny_;
+  m["camera_head.trunk.2.attn.qkv.weight"] = Tensor::zeros({4, 4});
+  write_safetensors(path("shape.safetensors"), m);
+  expect_clean_failure("run --model " + path("shape.safetensors") + " --input " + frames() + " " +
+                           tiny_args() + " --out " + path("x"),
+                       "camera_head.trunk.2.attn.qkv.weight");
+}
+
+TEST_F(Cli, BadFrames) {
+  fs::create_directories(path("empty"));
+  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("empty") + " --out " + path("x"),
+                       "no .png");
+  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("absent") + " --out " + path("x"),
+                       "absent");
+  // Two sizes in one sequence.
+  fs::create_directories(path("mixed"));
+  ImageU8 a{70, 56, std::vector<uint8_t>(70 * 56 * 3, 100)}, b{84, 56, std::vector<uint8_t>(84 * 56 * 3, 50)};
+  write_png(path("mixed/0.png"), a);
+  write_png(path("mixed/1.png"), b);
+  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("mixed") +
+                           " --preprocess none --scale-frames 1 --quiet --out " + path("x"),
+                       "one size");
+  // Not a multiple of the patch size without resizing.
+  fs::create_directories(path("odd"));
+  write_png(path("odd/0.png"), ImageU8{50, 40, std::vector<uint8_t>(50 * 40 * 3, 10)});
+  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("odd") +
+                           " --preprocess none --out " + path("x"),
+                       "multiples");
+  // A corrupt frame.
+  fs::create_directories(path("corrupt"));
+  std::ofstream(path("corrupt/0.png")) << "\x89PNG\r\n\x1a\n garbage";
+  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("corrupt") + " --out " + path("x"),
+                       "0.png");
+}
+
+TEST_F(Cli, BadOptions) {
+  expect_clean_failure("run --model synthetic:x --arch tiny --input " + frames() + " --out " + path("x"),
+                       "seed");
+  expect_clean_failure("run --model synthetic:1 --arch huge --input " + frames() + " --out " + path("x"),
+                       "huge");
+  expect_clean_failure("run --model synthetic:1 --arch tiny --device tpu --input " + frames() + " --out " + path("x"),
+                       "tpu");
+}
+
+}  // namespace
+}  // namespace lingbot
