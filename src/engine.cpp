@@ -38,6 +38,12 @@ class EngineImpl final : public Engine {
       config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
     }
+    if (o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda")) {
+      LINGBOT_CHECK(o.device == "cuda", "bf16 precision needs --device cuda (the CPU runs f32)");
+      config_.compute = DType::BF16;
+    } else if (o.precision != "f32" && o.precision != "auto") {
+      throw Error("unknown precision '" + o.precision + "' (auto, f32 or bf16)");
+    }
     model_ = std::make_unique<Model>(*backend_, *loader, config_);
     parameters_ = loader->parameters();
     tensors_.clear();  // weights now live on the backend

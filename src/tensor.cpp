@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "lingbot/error.h"
 
 namespace lingbot {
@@ -55,13 +57,22 @@ int64_t shape_numel(const Shape& s) {
 Tensor Tensor::zeros(Shape shape, DType dtype) {
   for (int64_t d : shape) LINGBOT_CHECK(d >= 0, "negative tensor dimension " + shape_str(shape));
   size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  // 64-byte alignment keeps SIMD loads and BLAS happy.
-  size_t alloc = ((bytes + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, alloc ? alloc : 64);
-  if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, alloc ? alloc : 64);
   Tensor t;
-  t.owner_ = std::shared_ptr<void>(p, std::free);
+  void* p = nullptr;
+  if (bytes >= (1u << 20)) {
+    // Large blocks come zeroed from the kernel and cost memory only once touched: a KV-cache
+    // pool sized for a full window takes RAM only as frames fill it.
+    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    t.owner_ = std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
+  } else {
+    // 64-byte alignment keeps SIMD loads and BLAS happy.
+    const size_t alloc = ((bytes + 63) / 64) * 64;
+    p = std::aligned_alloc(64, alloc ? alloc : 64);
+    if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, alloc ? alloc : 64);
+    t.owner_ = std::shared_ptr<void>(p, std::free);
+  }
   t.data_ = p;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;

@@ -89,6 +89,7 @@ void add_bench(CLI::App& app) {
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
   sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)");
+  sub->add_option("--precision", a->engine.precision, "auto, f32 or bf16")->capture_default_str();
   sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
   sub->add_option("--height", a->height, "frame height")->capture_default_str();
   sub->add_option("--width", a->width, "frame width")->capture_default_str();

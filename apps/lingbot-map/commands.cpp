@@ -8,7 +8,12 @@ std::vector<Command>& commands() {
 }
 
 void register_commands(CLI::App& app) {
+  add_run(app);
+  add_demo(app);
+  add_bench(app);
   add_inspect(app);
+  add_preprocess(app);
+  add_convert(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -5,6 +5,8 @@
 #include <functional>
 #include <vector>
 
+#include "lingbot/engine.h"
+
 namespace lingbot::cli {
 
 // A subcommand registers its options and the function that runs it when selected.
@@ -18,5 +20,12 @@ void register_commands(CLI::App& app);
 int run_selected(CLI::App& app);
 
 void add_inspect(CLI::App& app);
+void add_run(CLI::App& app);
+void add_demo(CLI::App& app);
+void add_bench(CLI::App& app);
+// --model, --arch, --device and the streaming knobs shared by run, demo and bench.
+void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s);
+void add_preprocess(CLI::App& app);
+void add_convert(CLI::App& app);
 
 }  // namespace lingbot::cli

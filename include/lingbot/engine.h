@@ -25,6 +25,9 @@ struct EngineOptions {
   std::string model;         // checkpoint path (.safetensors, .pt) or "synthetic:SEED"
   std::string arch;          // "lingbot-map", "tiny", or empty: inferred from the checkpoint
   std::string device = "cpu";  // "cpu" or "cuda"
+  // Transformer math: "f32", "bf16" (fp32 accumulation; heads stay f32), or "auto": bf16 on
+  // the GPU, f32 on the CPU.
+  std::string precision = "auto";
   int threads = 0;           // CPU threads, 0 = all cores
 };
 
@@ -48,10 +51,11 @@ struct FrameResult {
   std::vector<float> depth, confidence;  // [height * width], row-major
 };
 
-struct CacheStats {  // one global layer after the last processed frame
+struct CacheStats {  // one global layer (all hold the same pages) after the last frame
   int64_t stored_frames = 0, scale_pages = 0, live_pages = 0, free_pages = 0, special_tokens = 0;
-  size_t bytes = 0;           // in use, all layers
-  size_t bytes_reserved = 0;  // allocated, all layers
+  size_t bytes = 0;           // K/V bytes in use, this layer
+  size_t bytes_reserved = 0;  // K/V bytes allocated, this layer
+  int64_t layers = 0;         // global layers, each holding as much
 };
 
 struct ModelInfo {

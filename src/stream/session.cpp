@@ -103,8 +103,9 @@ CacheStats StreamSession::cache_stats() const {
   s.live_pages = k.live_pages;
   s.free_pages = k.free_pages;
   s.special_tokens = k.special_tokens;
-  s.bytes = k.bytes_in_use * kv_->config().layers;
-  s.bytes_reserved = k.bytes_reserved * kv_->config().layers;
+  s.bytes = k.bytes_in_use;
+  s.bytes_reserved = k.bytes_reserved;
+  s.layers = kv_->config().layers;
   return s;
 }
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer target for a while on seeds taken from the fixtures; fails on any crash.
+# Builds nothing: configure and build the fuzz targets first (see tests/fuzz/CMakeLists.txt).
+#
+#   tests/fuzz/smoke.sh BUILD_DIR SECONDS
+#
+# BUILD_DIR is the fuzz build folder (standalone or the main build with -DLINGBOT_FUZZ=ON).
+# LINGBOT_FIXTURES overrides the fixture folder. Crash inputs are kept in BUILD_DIR/fuzz-crashes.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR SECONDS" >&2
+  exit 2
+fi
+build=$(cd "$1" 2>/dev/null && pwd) || { echo "smoke.sh: no build folder $1" >&2; exit 2; }
+seconds=$2
+here=$(cd "$(dirname "$0")" && pwd)
+fixtures=${LINGBOT_FIXTURES:-$here/../../../shared/fixtures}
+[[ -d $fixtures/ptcases ]] || { echo "smoke.sh: no fixtures at $fixtures" >&2; exit 2; }
+
+target_path() {
+  local dir
+  for dir in "$build" "$build/tests/fuzz"; do
+    if [[ -x $dir/$1 ]]; then
+      echo "$dir/$1"
+      return
+    fi
+  done
+  echo "smoke.sh: $1 is not built under $build" >&2
+  exit 2
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle"
+
+cp "$fixtures/ptcases/expected.safetensors" "$work/safetensors/"
+cp "$fixtures"/ptcases/*.pt "$work/torch_pt/"
+# The pickles inside the zip checkpoints seed the unpickler; the legacy file is pickles too.
+cp "$fixtures/ptcases/legacy.pt" "$work/pickle/"
+if command -v python3 >/dev/null; then
+  python3 - "$fixtures/ptcases" "$work/pickle" <<'PY'
+import pathlib, sys, zipfile
+src, dst = map(pathlib.Path, sys.argv[1:])
+for pt in sorted(src.glob("*.pt")):
+    if zipfile.is_zipfile(pt):
+        with zipfile.ZipFile(pt) as z:
+            name = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+            (dst / (pt.stem + ".pkl")).write_bytes(z.read(name))
+PY
+fi
+printf '\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01u.' >"$work/pickle/dict.pkl"
+
+failed=0
+for name in safetensors torch_pt pickle; do
+  bin=$(target_path "fuzz_$name")
+  dict="$here/pickle.dict"
+  [[ $name == safetensors ]] && dict="$here/safetensors.dict"
+  log="$work/fuzz_$name.log"
+  mkdir -p "$build/fuzz-crashes"
+  set +e
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -dict="$dict" -artifact_prefix="$build/fuzz-crashes/$name-" \
+    "$work/$name" >"$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  if [[ $rc -ne 0 ]]; then
+    failed=1
+    echo "fuzz_$name: FAILED (exit $rc) after ${execs:-?} runs; log tail:"
+    tail -40 "$log"
+  else
+    echo "fuzz_$name: ok, ${execs:-?} runs in ${seconds}s"
+  fi
+done
+exit $failed
