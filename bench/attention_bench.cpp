@@ -1,0 +1,181 @@
+// GPU micro-benchmarks for the shapes of one streaming frame (spec 05): paged bf16 attention of
+// 978 queries x 16 heads over 10k and 72k cached keys, and the transformer block's four GEMMs
+// through Backend::linear. Each iteration queues several calls and synchronises once, so launch
+// latency overlaps the GPU work as it does in the model; the Time column is per batch and
+// us_per_call / TFLOPs are per call. Skipped without a CUDA device.
+//
+// Environment knobs read by the attention kernel (for tuning runs): LINGBOT_ATTN_WARPS (4 or 8
+// warps per CTA), LINGBOT_ATTN_SPLITS (forced key-split count; 0 = automatic).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace lingbot {
+namespace {
+
+constexpr int kHeads = 16, kDim = 64, kQueries = 978, kPage = 972;
+
+Backend* gpu(std::string* why) {
+  static std::string reason;
+  static std::unique_ptr<Backend> b = make_cuda_backend(&reason);
+  if (why) *why = reason;
+  return b.get();
+}
+
+Tensor random_host(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::zeros(shape);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    p[i] = lo + (hi - lo) * static_cast<float>((s * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.f;
+  }
+  return t;
+}
+
+// A KV pool big enough for the largest benchmark, filled once with random bf16 values.
+struct Pool {
+  Tensor k, v;
+  int64_t rows = 0;
+};
+Pool& pool(Backend& be, int64_t rows) {
+  static Pool p;
+  if (p.rows < rows) {
+    p.k = be.upload(random_host({rows, kHeads, kDim}, 1), DType::BF16);
+    p.v = be.upload(random_host({rows, kHeads, kDim}, 2), DType::BF16);
+    p.rows = rows;
+  }
+  return p;
+}
+
+// The streaming layout: full pages of 972 patch rows in scrambled order, a special-token run of
+// 6 per frame, and the current frame's 978 rows.
+std::vector<KVSegment> streaming_segments(const Pool& p, int64_t keys) {
+  const size_t row = static_cast<size_t>(kHeads) * kDim * 2;
+  auto at = [&](const Tensor& t, int64_t r) { return static_cast<char*>(t.raw()) + r * row; };
+  std::vector<KVSegment> segs;
+  const int64_t pages = (keys - kQueries) / kPage;
+  const int64_t specials = keys - kQueries - pages * kPage;
+  for (int64_t i = 0; i < pages; ++i) {
+    const int64_t slot = (i * 37) % pages;  // page order unrelated to pool order
+    segs.push_back({at(p.k, slot * kPage), at(p.v, slot * kPage), kPage});
+  }
+  int64_t r = pages * kPage;
+  if (specials) segs.push_back({at(p.k, r), at(p.v, r), static_cast<int32_t>(specials)});
+  r += specials;
+  segs.push_back({at(p.k, r), at(p.v, r), kQueries});
+  return segs;
+}
+
+void set_env(const char* name, int64_t v) {
+  setenv(name, std::to_string(v).c_str(), 1);
+}
+
+// Args: keys, warps per CTA (4/8), forced splits (0 = automatic).
+void BM_PagedAttentionBF16(benchmark::State& state) {
+  std::string why;
+  Backend* be = gpu(&why);
+  if (!be) {
+    state.SkipWithError(("no CUDA backend: " + why).c_str());
+    return;
+  }
+  const int64_t keys = state.range(0);
+  set_env("LINGBOT_ATTN_WARPS", state.range(1));
+  set_env("LINGBOT_ATTN_SPLITS", state.range(2));
+  Pool& p = pool(*be, 72000);
+  const auto segs = streaming_segments(p, keys);
+  Tensor q = be->upload(random_host({kQueries, kHeads, kDim}, 3, -3.f, 3.f), DType::BF16);
+  Tensor out = be->alloc({kQueries, kHeads, kDim}, DType::BF16);
+  for (int i = 0; i < 3; ++i) be->attention(q, segs, 0.125f, out);
+  be->synchronize();
+  constexpr int kCalls = 10;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) be->attention(q, segs, 0.125f, out);
+    be->synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+    total += dt.count();
+  }
+  unsetenv("LINGBOT_ATTN_WARPS");
+  unsetenv("LINGBOT_ATTN_SPLITS");
+  const double flops = 4.0 * kQueries * static_cast<double>(keys) * kHeads * kDim;
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["us_per_call"] = total / calls * 1e6;
+  state.counters["TFLOPs"] = flops * 1e-12 * calls / total;
+  state.counters["segments"] = static_cast<double>(segs.size());
+}
+BENCHMARK(BM_PagedAttentionBF16)
+    ->ArgNames({"keys", "warps", "splits"})
+    ->Args({10000, 4, 0})
+    ->Args({10000, 8, 0})
+    ->Args({72000, 4, 0})
+    ->Args({72000, 8, 0})
+    ->Args({72000, 4, 1})
+    ->Args({72000, 4, 4})
+    ->Args({72000, 8, 2})
+    ->Args({72000, 8, 4})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+
+// Args: M, K, N, act (0 none, 1 GELU), output dtype (0 bf16, 1 f32), bias dtype (0 bf16, 1 f32:
+// the model keeps biases in f32).
+void BM_LinearBF16(benchmark::State& state) {
+  std::string why;
+  Backend* be = gpu(&why);
+  if (!be) {
+    state.SkipWithError(("no CUDA backend: " + why).c_str());
+    return;
+  }
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const Act act = state.range(3) ? Act::GELU : Act::None;
+  const DType ydt = state.range(4) ? DType::F32 : DType::BF16;
+  Tensor x = be->upload(random_host({m, k}, 4), DType::BF16);
+  Tensor w = be->upload(random_host({n, k}, 5, -.05f, .05f), DType::BF16);
+  Tensor b = be->upload(random_host({n}, 6), state.range(5) ? DType::F32 : DType::BF16);
+  Tensor y = be->alloc({m, n}, ydt);
+  for (int i = 0; i < 3; ++i) be->linear(x, w, &b, y, act);
+  be->synchronize();
+  constexpr int kCalls = 50;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) be->linear(x, w, &b, y, act);
+    be->synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+    total += dt.count();
+  }
+  const double flops = 2.0 * m * k * n;
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["us_per_call"] = total / calls * 1e6;
+  state.counters["TFLOPs"] = flops * 1e-12 * calls / total;
+}
+BENCHMARK(BM_LinearBF16)
+    ->ArgNames({"M", "K", "N", "gelu", "f32out", "f32bias"})
+    ->Args({978, 1024, 3072, 0, 0, 1})   // qkv
+    ->Args({978, 1024, 1024, 0, 0, 1})   // proj
+    ->Args({978, 1024, 4096, 1, 0, 1})   // fc1 + GELU
+    ->Args({978, 4096, 1024, 0, 0, 1})   // fc2
+    ->Args({978, 1024, 3072, 0, 0, 0})   // qkv, bf16 bias
+    ->Args({978, 1024, 4096, 0, 0, 0})   // fc1 without the GELU pass, bf16 bias
+    ->Args({978, 4096, 1024, 0, 1, 1})   // fc2, fp32 output
+    ->Args({7824, 1024, 4096, 1, 0, 1})  // fc1 over 8 frames
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+
+}  // namespace
+}  // namespace lingbot

@@ -1,0 +1,622 @@
+// Paged attention: out[q, h] = softmax(q . K^T * scale) . V over the keys of every segment, read
+// in place through a small device table of segment pointers (no gather copy).
+//
+// Work split: grid (query tiles, heads, key splits). Each CTA streams one key range of one head
+// with an online softmax; when there is more than one split, CTAs write fp32 partial outputs and
+// their log-sum-exp and a merge kernel combines them. Splitting the keys is what fills the chip
+// when ~1000 queries x 16 heads alone make only a few hundred CTAs.
+//
+// Two kernels:
+//  * mma: head_dim 64, bf16 q/K/V. Tensor cores through mma.sync m16n8k16 (sm_80+), K/V tiles of
+//    64 keys double-buffered in shared memory with cp.async, swizzled so ldmatrix is conflict-free.
+//    Each warp owns 16 query rows; P stays in registers between the two products.
+//  * generic: any head_dim <= 256, f32 or bf16, one warp per query, fp32 CUDA cores. Used for the
+//    float32 mode and the camera head's head_dim 128.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/device_utils.cuh"
+
+namespace lingbot::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Device view of the segment table. Keys are numbered across segments in list order;
+// start[i] is the number of keys before segment i and start[nseg] the total.
+struct SegTable {
+  const int64_t* start;
+  const char* const* k;
+  const char* const* v;
+  int nseg;
+};
+
+struct KernelArgs {
+  const void* q;
+  void* out;
+  Elt out_t;
+  float* part_o;    // [splits, nq, heads, dim] when splits > 1
+  float* part_lse;  // [splits, nq, heads], log2 domain
+  SegTable seg;
+  int nq, heads, dim;
+  int64_t nk, keys_per_split;
+  int splits;
+  float scale_log2;
+};
+
+__device__ __forceinline__ int find_segment(const SegTable& t, int64_t key) {
+  int lo = 0, hi = t.nseg - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (t.start[mid] <= key)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// Writes one finished row fragment: final output when there is a single split, else the partial
+// output (already divided by its own sum) and its log2-sum-exp for the merge.
+__device__ __forceinline__ void store_pair(const KernelArgs& a, int row, int h, int col, float v0,
+                                           float v1) {
+  if (a.splits == 1) {
+    const int64_t idx = (int64_t(row) * a.heads + h) * a.dim + col;
+    store_elt(a.out, a.out_t, idx, v0);
+    store_elt(a.out, a.out_t, idx + 1, v1);
+  } else {
+    const int64_t idx = ((int64_t(blockIdx.z) * a.nq + row) * a.heads + h) * a.dim + col;
+    *reinterpret_cast<float2*>(a.part_o + idx) = make_float2(v0, v1);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core kernel, head_dim 64, bf16.
+
+constexpr int kD = 64;
+constexpr int kBN = 64;               // keys per tile
+constexpr int kChunks = kD * 2 / 16;  // 16-byte chunks per row (8)
+
+// Byte offset of 16-byte chunk `c` of row `r` in a [rows][64] bf16 tile. XOR-ing the chunk with
+// the row spreads the 8 rows an ldmatrix phase reads over all 32 banks.
+__device__ __forceinline__ uint32_t swz(int r, int c) {
+  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;  // 0 source bytes: the destination is zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                            uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1,
+                                                  uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <int kWarps>
+constexpr int mma_smem_bytes() {
+  return (16 * kWarps + 4 * kBN) * kD * 2;  // Q tile + 2 stages of K and V
+}
+
+template <int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const KernelArgs a) {
+  constexpr int kBM = 16 * kWarps, kThreads = kWarps * 32;
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kLoadRows = kBN / kRowsPerPass;  // K/V rows each thread copies per tile
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t s_k = s_q + kBM * kD * 2;
+  const uint32_t s_v = s_k + 2 * kBN * kD * 2;
+  constexpr uint32_t kTileBytes = kBN * kD * 2;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int q0 = blockIdx.x * kBM, h = blockIdx.y;
+  const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
+  const int64_t kend = min(a.nk, kbeg + a.keys_per_split);
+  const int ntiles = static_cast<int>((kend - kbeg + kBN - 1) / kBN);
+  const int64_t row_stride = int64_t(a.heads) * kD * 2;  // bytes between consecutive tokens
+  const int64_t head_off = int64_t(h) * kD * 2;
+
+  // Q tile.
+  const char* qbase = static_cast<const char*>(a.q);
+  for (int c = tid; c < kBM * kChunks; c += kThreads) {
+    const int r = c / kChunks, ch = c % kChunks;
+    const bool ok = q0 + r < a.nq;
+    const char* src = ok ? qbase + (int64_t(q0 + r) * a.heads + h) * kD * 2 + ch * 16 : qbase;
+    cp_async16(s_q + swz(r, ch), src, ok);
+  }
+
+  // Each thread copies chunk `my_chunk` of rows my_row + i * kRowsPerPass of every K/V tile and
+  // follows those rows through the segment list with a cursor that only moves forward.
+  const int my_chunk = tid % kChunks, my_row = tid / kChunks;
+  int cursor[kLoadRows];
+#pragma unroll
+  for (int i = 0; i < kLoadRows; ++i)
+    cursor[i] = find_segment(a.seg, min(kbeg + my_row + i * kRowsPerPass, a.nk - 1));
+
+  auto load_tile = [&](int t, int stage) {
+    const int64_t tile0 = kbeg + int64_t(t) * kBN;
+#pragma unroll
+    for (int i = 0; i < kLoadRows; ++i) {
+      const int r = my_row + i * kRowsPerPass;
+      const int64_t key = tile0 + r;
+      const bool ok = key < kend;
+      const char *ksrc = qbase, *vsrc = qbase;
+      if (ok) {
+        while (key >= a.seg.start[cursor[i] + 1]) ++cursor[i];
+        const int64_t off = (key - a.seg.start[cursor[i]]) * row_stride + head_off + my_chunk * 16;
+        ksrc = a.seg.k[cursor[i]] + off;
+        vsrc = a.seg.v[cursor[i]] + off;
+      }
+      const uint32_t o = stage * kTileBytes + swz(r, my_chunk);
+      cp_async16(s_k + o, ksrc, ok);
+      cp_async16(s_v + o, vsrc, ok);
+    }
+  };
+
+  load_tile(0, 0);
+  cp_async_commit();
+
+  uint32_t qf[4][4];  // A fragments of this warp's 16 query rows, 4 k-steps over head_dim
+  float o[8][4];      // output accumulators: 8 column tiles of 8 dims
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY;  // running max (log2 units) of rows g and g+8
+  float l0 = 0.f, l1 = 0.f;              // this thread's share of the running sums
+
+  const int g = lane >> 2, tq = lane & 3;
+  for (int t = 0; t < ntiles; ++t) {
+    cp_async_wait_all();
+    __syncthreads();  // tile t landed for everyone, and everyone is done with tile t-1
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int mi = lane >> 3;
+        const int r = warp * 16 + (lane & 7) + 8 * (mi & 1);
+        ldmatrix_x4(s_q + swz(r, 2 * kk + (mi >> 1)), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+      }
+    }
+    if (t + 1 < ntiles) load_tile(t + 1, (t + 1) & 1);
+    cp_async_commit();
+
+    const uint32_t kt = s_k + (t & 1) * kTileBytes, vt = s_v + (t & 1) * kTileBytes;
+    float s[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        const int mi = lane >> 3;
+        const int r = np * 16 + (lane & 7) + 8 * (mi >> 1);
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4(kt + swz(r, 2 * kk + (mi & 1)), b0, b1, b2, b3);
+        mma_bf16(s[2 * np], qf[kk], b0, b1);
+        mma_bf16(s[2 * np + 1], qf[kk], b2, b3);
+      }
+    }
+
+    // Online softmax in the log2 domain; columns past the range's end are masked.
+    const int64_t tile0 = kbeg + int64_t(t) * kBN;
+    const bool partial = tile0 + kBN > kend;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        float v = s[j][c] * a.scale_log2;
+        if (partial && tile0 + j * 8 + 2 * tq + (c & 1) >= kend) v = -INFINITY;
+        s[j][c] = v;
+      }
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    const float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);  // 0 on the first tile
+    m0 = n0;
+    m1 = n1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      s[j][0] = exp2f(s[j][0] - n0);
+      s[j][1] = exp2f(s[j][1] - n0);
+      s[j][2] = exp2f(s[j][2] - n1);
+      s[j][3] = exp2f(s[j][3] - n1);
+      sum0 += s[j][0] + s[j][1];
+      sum1 += s[j][2] + s[j][3];
+    }
+    l0 = l0 * c0 + sum0;
+    l1 = l1 * c1 + sum1;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      o[j][0] *= c0;
+      o[j][1] *= c0;
+      o[j][2] *= c1;
+      o[j][3] *= c1;
+    }
+
+    // O += P . V: the score accumulators of two adjacent 8-key tiles are exactly the A fragment
+    // of one 16-key step, so P never leaves registers.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < 4; ++dp) {
+        const int mi = lane >> 3;
+        const int r = kk * 16 + (lane & 7) + 8 * (mi & 1);
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4_trans(vt + swz(r, 2 * dp + (mi >> 1)), b0, b1, b2, b3);
+        mma_bf16(o[2 * dp], pa, b0, b1);
+        mma_bf16(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+  }
+  cp_async_wait_all();
+
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = j * 8 + 2 * tq;
+    if (r0 < a.nq) store_pair(a, r0, h, col, o[j][0] * inv0, o[j][1] * inv0);
+    if (r1 < a.nq) store_pair(a, r1, h, col, o[j][2] * inv1, o[j][3] * inv1);
+  }
+  if (a.splits > 1 && tq == 0) {
+    const int64_t base = int64_t(blockIdx.z) * a.nq;
+    if (r0 < a.nq) a.part_lse[(base + r0) * a.heads + h] = m0 + __log2f(l0);
+    if (r1 < a.nq) a.part_lse[(base + r1) * a.heads + h] = m1 + __log2f(l1);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Generic kernel: one warp per query row, a tile of 32 keys per step (one key per lane for the
+// scores, then every lane accumulates its share of the head dims over the 32 keys).
+
+constexpr int kGenWarps = 4;
+constexpr int kGenBN = 32;
+
+template <class T, int kPerLane>
+__global__ void __launch_bounds__(kGenWarps * 32) attention_generic_kernel(const KernelArgs a) {
+  extern __shared__ float gsm[];
+  const int d = a.dim, ld = d + 1;  // +1: lanes read different rows, keep them on different banks
+  float* sk = gsm;                  // [kGenBN][ld]
+  float* sv = sk + kGenBN * ld;     // [kGenBN][ld]
+  float* sq = sv + kGenBN * ld;     // [kGenWarps][d]
+  const T** kp = reinterpret_cast<const T**>(sq + kGenWarps * d);
+  const T** vp = kp + kGenBN;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int row = blockIdx.x * kGenWarps + warp, h = blockIdx.y;
+  const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
+  const int64_t kend = min(a.nk, kbeg + a.keys_per_split);
+  const bool active = row < a.nq;
+
+  const T* qrow = static_cast<const T*>(a.q) + (int64_t(active ? row : 0) * a.heads + h) * d;
+  for (int e = lane; e < d; e += 32) sq[warp * d + e] = to_f32(qrow[e]);
+
+  // Warp 0 owns the row pointers of the key tile: lane r follows key kbeg + r + 32 t.
+  int cursor = 0;
+  if (warp == 0) cursor = find_segment(a.seg, min(kbeg + lane, a.nk - 1));
+
+  float acc[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
+  float m = -INFINITY, l = 0.f;
+
+  for (int64_t tile0 = kbeg; tile0 < kend; tile0 += kGenBN) {
+    __syncthreads();  // previous tile fully consumed
+    if (warp == 0) {
+      const int64_t key = tile0 + lane;
+      const T *kr = nullptr, *vr = nullptr;
+      if (key < kend) {
+        while (key >= a.seg.start[cursor + 1]) ++cursor;
+        const int64_t off = ((key - a.seg.start[cursor]) * a.heads + h) * d;
+        kr = reinterpret_cast<const T*>(a.seg.k[cursor]) + off;
+        vr = reinterpret_cast<const T*>(a.seg.v[cursor]) + off;
+      }
+      kp[lane] = kr;
+      vp[lane] = vr;
+    }
+    __syncthreads();
+    for (int e = tid; e < kGenBN * d; e += kGenWarps * 32) {
+      const int r = e / d, c = e % d;
+      const T* kr = kp[r];
+      sk[r * ld + c] = kr ? to_f32(kr[c]) : 0.f;
+      sv[r * ld + c] = kr ? to_f32(vp[r][c]) : 0.f;
+    }
+    __syncthreads();
+    if (!active) continue;
+
+    float sc = 0.f;
+    const float* qv = sq + warp * d;
+    const float* kr = sk + lane * ld;
+    for (int e = 0; e < d; ++e) sc += qv[e] * kr[e];
+    sc = tile0 + lane < kend ? sc * a.scale_log2 : -INFINITY;
+    const float mn = fmaxf(m, warp_max(sc));
+    const float corr = exp2f(m - mn);
+    const float p = exp2f(sc - mn);
+    l = l * corr + warp_sum(p);
+    m = mn;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[i] *= corr;
+    for (int j = 0; j < kGenBN; ++j) {
+      const float pj = __shfl_sync(0xffffffffu, p, j);
+      const float* vr = sv + j * ld;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + 32 * i;
+        if (e < d) acc[i] += pj * vr[e];
+      }
+    }
+  }
+  if (!active) return;
+  const float inv = 1.f / l;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + 32 * i;
+    if (e >= d) continue;
+    if (a.splits == 1) {
+      store_elt(a.out, a.out_t, (int64_t(row) * a.heads + h) * d + e, acc[i] * inv);
+    } else {
+      a.part_o[((int64_t(blockIdx.z) * a.nq + row) * a.heads + h) * d + e] = acc[i] * inv;
+    }
+  }
+  if (a.splits > 1 && lane == 0)
+    a.part_lse[(int64_t(blockIdx.z) * a.nq + row) * a.heads + h] = m + __log2f(l);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Merge of the per-split partial outputs: one warp per (query, head).
+__global__ void merge_kernel(const KernelArgs a) {
+  const int64_t item = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const int64_t items = int64_t(a.nq) * a.heads;
+  if (item >= items) return;
+  float mx = -INFINITY;
+  for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, a.part_lse[s * items + item]);
+  float wsum = 0.f;
+  for (int s = 0; s < a.splits; ++s) wsum += exp2f(a.part_lse[s * items + item] - mx);
+  const float inv = 1.f / wsum;
+  for (int e = lane; e < a.dim; e += 32) {
+    float v = 0.f;
+    for (int s = 0; s < a.splits; ++s)
+      v += exp2f(a.part_lse[s * items + item] - mx) * a.part_o[(s * items + item) * a.dim + e];
+    store_elt(a.out, a.out_t, item * a.dim + e, v * inv);
+  }
+}
+
+// Picks the number of key splits: enough CTAs to fill every resident slot of the GPU without
+// leaving a mostly idle last wave, with a small charge per split for the merge traffic.
+int choose_splits(int64_t base_ctas, int64_t slots, int64_t tiles, int64_t min_tiles_per_split) {
+  const int64_t max_splits =
+      std::max<int64_t>(1, std::min<int64_t>(64, tiles / min_tiles_per_split));
+  int best = 1;
+  double best_score = -1;
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    const int64_t ctas = base_ctas * s;
+    const int64_t waves = (ctas + slots - 1) / slots;
+    const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+    const double score = fill - 0.01 * static_cast<double>(s);
+    if (score > best_score + 1e-9) {
+      best_score = score;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+template <class Kernel>
+int resident_ctas(Context& ctx, Kernel kernel, int threads, size_t smem) {
+  int per_sm = 0;
+  LB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  return std::max(1, per_sm) * ctx.prop.multiProcessorCount;
+}
+
+template <int kWarps>
+void launch_mma(Context& ctx, KernelArgs& k, int forced_splits, float*& part, size_t& part_bytes) {
+  constexpr int kBM = 16 * kWarps;
+  constexpr int kSmem = mma_smem_bytes<kWarps>();
+  static bool configured = false;
+  if (!configured) {
+    LB_CUDA(cudaFuncSetAttribute(attention_mma_kernel<kWarps>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    configured = true;
+  }
+  const int64_t qtiles = (k.nq + kBM - 1) / kBM;
+  const int64_t tiles = (k.nk + kBN - 1) / kBN;
+  const int slots = resident_ctas(ctx, attention_mma_kernel<kWarps>, kWarps * 32, kSmem);
+  k.splits = forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4);
+  k.splits = static_cast<int>(std::min<int64_t>(k.splits, tiles));
+  const int64_t tiles_per_split = (tiles + k.splits - 1) / k.splits;
+  k.keys_per_split = tiles_per_split * kBN;
+  k.splits = static_cast<int>((tiles + tiles_per_split - 1) / tiles_per_split);
+  part_bytes = k.splits > 1 ? static_cast<size_t>(k.splits) * k.nq * k.heads * (k.dim + 1) * 4 : 0;
+  if (part_bytes) {
+    part = static_cast<float*>(ctx.scratch.get(part_bytes, ctx.stream));
+    k.part_o = part;
+    k.part_lse = part + static_cast<size_t>(k.splits) * k.nq * k.heads * k.dim;
+  }
+  const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
+                  static_cast<unsigned>(k.splits));
+  attention_mma_kernel<kWarps><<<grid, kWarps * 32, kSmem, ctx.stream>>>(k);
+  LB_CUDA_LAUNCHED();
+}
+
+template <class T, int kPerLane>
+void launch_generic(Context& ctx, KernelArgs& k, int forced_splits, float*& part,
+                    size_t& part_bytes) {
+  const size_t smem =
+      (2 * kGenBN * (k.dim + 1) + kGenWarps * k.dim) * sizeof(float) + 2 * kGenBN * sizeof(void*);
+  if (smem > 48 * 1024) {  // head_dim above ~180 needs the opt-in shared-memory limit
+    LB_CUDA(cudaFuncSetAttribute(attention_generic_kernel<T, kPerLane>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+  }
+  const int64_t qtiles = (k.nq + kGenWarps - 1) / kGenWarps;
+  const int64_t tiles = (k.nk + kGenBN - 1) / kGenBN;
+  const int slots = resident_ctas(ctx, attention_generic_kernel<T, kPerLane>, kGenWarps * 32, smem);
+  k.splits = forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 8);
+  k.splits = static_cast<int>(std::min<int64_t>(k.splits, tiles));
+  const int64_t tiles_per_split = (tiles + k.splits - 1) / k.splits;
+  k.keys_per_split = tiles_per_split * kGenBN;
+  k.splits = static_cast<int>((tiles + tiles_per_split - 1) / tiles_per_split);
+  part_bytes = k.splits > 1 ? static_cast<size_t>(k.splits) * k.nq * k.heads * (k.dim + 1) * 4 : 0;
+  if (part_bytes) {
+    part = static_cast<float*>(ctx.scratch.get(part_bytes, ctx.stream));
+    k.part_o = part;
+    k.part_lse = part + static_cast<size_t>(k.splits) * k.nq * k.heads * k.dim;
+  }
+  const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
+                  static_cast<unsigned>(k.splits));
+  attention_generic_kernel<T, kPerLane><<<grid, kGenWarps * 32, smem, ctx.stream>>>(k);
+  LB_CUDA_LAUNCHED();
+}
+
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+}  // namespace
+
+void attention(Context& ctx, const AttentionArgs& a) {
+  const auto& segs = *a.segments;
+  LINGBOT_CHECK(a.dim > 0 && a.dim <= 256, "attention: head_dim must be in 1..256 on CUDA");
+  LINGBOT_CHECK(a.heads > 0 && a.heads <= 65535, "attention: bad head count");
+  if (a.nq <= 0) return;
+
+  // Table layout in one upload: start[n+1] (int64), then K and V pointers; empty segments are
+  // dropped so every table entry holds at least one key.
+  std::vector<int64_t> start;
+  std::vector<const void*> kp, vp;
+  int64_t nk = 0;
+  bool all_aligned = aligned16(a.q);
+  for (const auto& s : segs) {
+    if (s.tokens <= 0) continue;
+    LINGBOT_CHECK(s.k && s.v, "attention: segment without K/V storage");
+    start.push_back(nk);
+    kp.push_back(s.k);
+    vp.push_back(s.v);
+    nk += s.tokens;
+    all_aligned = all_aligned && aligned16(s.k) && aligned16(s.v);
+  }
+  LINGBOT_CHECK(nk > 0, "attention over an empty key set");
+  start.push_back(nk);
+  const int n = static_cast<int>(kp.size());
+  std::vector<char> table((n + 1) * sizeof(int64_t) + 2 * n * sizeof(void*));
+  std::memcpy(table.data(), start.data(), (n + 1) * sizeof(int64_t));
+  std::memcpy(table.data() + (n + 1) * sizeof(int64_t), kp.data(), n * sizeof(void*));
+  std::memcpy(table.data() + (n + 1) * sizeof(int64_t) + n * sizeof(void*), vp.data(),
+              n * sizeof(void*));
+  char* dev = static_cast<char*>(ctx.ring.put(table.data(), table.size(), ctx.stream));
+
+  KernelArgs k{};
+  k.q = a.q;
+  k.out = a.out;
+  k.out_t = a.out_t;
+  k.seg.start = reinterpret_cast<const int64_t*>(dev);
+  k.seg.k = reinterpret_cast<const char* const*>(dev + (n + 1) * sizeof(int64_t));
+  k.seg.v =
+      reinterpret_cast<const char* const*>(dev + (n + 1) * sizeof(int64_t) + n * sizeof(void*));
+  k.seg.nseg = n;
+  k.nq = a.nq;
+  k.heads = a.heads;
+  k.dim = a.dim;
+  k.nk = nk;
+  k.scale_log2 = a.scale * kLog2e;
+
+  // Tuning knobs for benchmarks: LINGBOT_ATTN_SPLITS forces the split count,
+  // LINGBOT_ATTN_WARPS picks 8 (128-query tiles, the default) or 4 (64-query tiles) warps per
+  // CTA. On H200 at 978 queries, 8 warps ran 220 TFLOP/s against 181 for 4 (72k keys): each K/V
+  // tile fetched from L2 serves twice the queries.
+  const int forced_splits = env_int("LINGBOT_ATTN_SPLITS", 0);
+  float* part = nullptr;
+  size_t part_bytes = 0;
+  if (a.qkv_t == kBF16 && a.dim == kD && all_aligned) {
+    if (env_int("LINGBOT_ATTN_WARPS", 8) == 4)
+      launch_mma<4>(ctx, k, forced_splits, part, part_bytes);
+    else
+      launch_mma<8>(ctx, k, forced_splits, part, part_bytes);
+  } else {
+    auto generic = [&](auto tv) {
+      using T = decltype(tv);
+      if (a.dim <= 32)
+        launch_generic<T, 1>(ctx, k, forced_splits, part, part_bytes);
+      else if (a.dim <= 64)
+        launch_generic<T, 2>(ctx, k, forced_splits, part, part_bytes);
+      else if (a.dim <= 128)
+        launch_generic<T, 4>(ctx, k, forced_splits, part, part_bytes);
+      else
+        launch_generic<T, 8>(ctx, k, forced_splits, part, part_bytes);
+    };
+    LINGBOT_CHECK(a.qkv_t == kF32 || a.qkv_t == kBF16, "attention: q/K/V must be F32 or BF16");
+    if (a.qkv_t == kF32)
+      generic(float{});
+    else
+      generic(__nv_bfloat16{});
+  }
+  if (std::getenv("LINGBOT_CUDA_VERBOSE")) {
+    std::fprintf(stderr,
+                 "[lingbot cuda] attention nq=%d heads=%d dim=%d keys=%lld segments=%d %s "
+                 "splits=%d\n",
+                 a.nq, a.heads, a.dim, static_cast<long long>(nk), n,
+                 a.qkv_t == kBF16 && a.dim == kD && all_aligned ? "mma" : "generic", k.splits);
+  }
+  if (k.splits > 1) {
+    const int64_t items = int64_t(a.nq) * a.heads;
+    constexpr int kMergeWarps = 8;
+    merge_kernel<<<static_cast<unsigned>((items + kMergeWarps - 1) / kMergeWarps), kMergeWarps * 32,
+                   0, ctx.stream>>>(k);
+    LB_CUDA_LAUNCHED();
+  }
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,184 @@
+// Shared by the CUDA backend's host files and kernels: error checks, the device context (stream,
+// library handles, scratch memory) and the launchers each kernel file exports.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "lingbot/error.h"
+#include "lingbot/tensor.h"
+
+namespace lingbot::cuda {
+
+[[noreturn]] void fail(const char* what, const char* detail, const char* file, int line);
+
+#define LB_CUDA(expr)                                                           \
+  do {                                                                          \
+    cudaError_t e_ = (expr);                                                    \
+    if (e_ != cudaSuccess)                                                      \
+      ::lingbot::cuda::fail(#expr, cudaGetErrorString(e_), __FILE__, __LINE__); \
+  } while (0)
+
+// Launches are asynchronous; a bad configuration only shows up in the last error.
+#define LB_CUDA_LAUNCHED() LB_CUDA(cudaGetLastError())
+
+#define LB_CUBLAS(expr)                                                            \
+  do {                                                                             \
+    cublasStatus_t s_ = (expr);                                                    \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                               \
+      ::lingbot::cuda::fail(#expr, cublasGetStatusString(s_), __FILE__, __LINE__); \
+  } while (0)
+
+// Element types the kernels understand, passed as a small integer so that parameter vectors
+// (biases, LayerNorm affines, LayerScale) can be of either dtype without template blow-up.
+enum Elt : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+Elt elt_of(DType t, const char* what);  // throws for dtypes the kernels do not handle
+inline bool is_float_elt(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
+// Stream-ordered scratch: one grow-only device block reused by consecutive ops on the stream.
+// An op takes all its temporaries from a single request, so nothing it holds is invalidated.
+class Scratch {
+ public:
+  void* get(size_t bytes, cudaStream_t stream);
+  void release(cudaStream_t stream);
+
+ private:
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// Small host tables (attention's segment list) copied to the device through pinned slots; an
+// event per slot keeps the host from overwriting a slot whose copy has not run yet.
+class UploadRing {
+ public:
+  ~UploadRing();
+  // Returns a device pointer holding `bytes` from `data`, valid for work queued after it.
+  void* put(const void* data, size_t bytes, cudaStream_t stream);
+
+ private:
+  static constexpr int kSlots = 16;
+  void grow(size_t bytes, cudaStream_t stream);
+  size_t cap_ = 0;
+  int next_ = 0;
+  char* host_ = nullptr;
+  char* dev_ = nullptr;
+  cudaEvent_t done_[kSlots] = {};
+};
+
+// Declared first in Context so the stream outlives the members that free memory on it.
+struct StreamOwner {
+  cudaStream_t stream = nullptr;
+  ~StreamOwner();
+};
+
+struct Context {
+  StreamOwner owner;
+  int device = 0;
+  cudaDeviceProp prop{};
+  cudaStream_t stream = nullptr;  // == owner.stream
+  cublasLtHandle_t lt = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* lt_workspace = nullptr;
+  size_t lt_workspace_bytes = 0;
+  Scratch scratch;
+  UploadRing ring;
+
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+};
+
+// Device memory owned by a Tensor: freed on the context's stream, which the deleter keeps alive.
+Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype);
+
+// ---- elementwise.cu --------------------------------------------------------------------------
+void convert(const void* src, Elt st, void* dst, Elt dt, int64_t n, cudaStream_t s);
+void fill(void* dst, Elt dt, int64_t n, float value, cudaStream_t s);
+// y[m, n] = act(y + bias[n]) in place; bias may be null.
+void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, Act act,
+              cudaStream_t s);
+void layer_norm(const void* x, Elt xt, const void* w, Elt wt, const void* b, Elt bt, float eps,
+                void* y, Elt yt, int64_t rows, int64_t n, cudaStream_t s);
+// x[i] += alpha * gamma[i % c] * y[i % ny]
+void add(void* x, Elt xt, const void* y, Elt yt, int64_t n, int64_t ny, const void* gamma, Elt gt,
+         int64_t c, float alpha, cudaStream_t s);
+void concat_last(const void* a, const void* b, void* y, int64_t m, int64_t ca, int64_t cb,
+                 size_t elem, cudaStream_t s);
+void transpose_last2(const void* x, void* y, int64_t batch, int64_t r, int64_t c, size_t elem,
+                     cudaStream_t s);
+
+// ---- qkv.cu ----------------------------------------------------------------------------------
+struct SplitQkvArgs {
+  const void* qkv = nullptr;
+  Elt qkv_t = kF32;
+  void *q = nullptr, *k = nullptr, *v = nullptr;
+  Elt out_t = kF32;
+  int64_t rows = 0;
+  int heads = 0, dim = 0;
+  const void *qw = nullptr, *qb = nullptr, *kw = nullptr, *kb = nullptr;
+  Elt qw_t = kF32, qb_t = kF32, kw_t = kF32, kb_t = kF32;
+  bool norm = false;
+  float eps = 1e-5f;
+  const float *cos = nullptr, *sin = nullptr;  // null: no rotary
+  bool interleaved = true;
+};
+void split_qkv(const SplitQkvArgs& a, cudaStream_t s);
+
+// ---- attention.cu ----------------------------------------------------------------------------
+struct AttentionArgs {
+  const void* q = nullptr;  // [nq, heads, dim]
+  Elt qkv_t = kBF16;        // dtype of q and of every segment's K/V
+  void* out = nullptr;
+  Elt out_t = kBF16;
+  int nq = 0, heads = 0, dim = 0;
+  float scale = 1.f;
+  const std::vector<KVSegment>* segments = nullptr;
+};
+void attention(Context& ctx, const AttentionArgs& a);
+
+// ---- image.cu --------------------------------------------------------------------------------
+void patchify(const void* img, Elt it, void* rows, Elt rt, int64_t s, int64_t c, int64_t h,
+              int64_t w, int p, cudaStream_t st);
+// cols[(c, ky, kx), pixel - p0] for output pixels [p0, p1) of one image.
+void im2col(const float* x, float* cols, int64_t ci, int64_t hi, int64_t wi, int64_t kh, int64_t kw,
+            int stride, int pad, int64_t wo, int64_t p0, int64_t p1, cudaStream_t s);
+void add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t pix,
+                      cudaStream_t s);
+// tmp[(co, a, b), pixel] -> y[co, yy*k + a, xx*k + b] + bias[co]
+void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64_t co, int k,
+                            int64_t hi, int64_t wi, cudaStream_t s);
+void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
+                       int64_t wo, cudaStream_t s);
+
+// ---- gemm.cc ---------------------------------------------------------------------------------
+// Column-major D[m, n] = op(A)[m, k] . op(B)[k, n] (+ bias[m]) with an optional fused ReLU;
+// fp32 accumulation, no TF32. Returns false if the fused bias/ReLU could not be honoured, in
+// which case D holds the plain product and the caller applies them.
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  void* d = nullptr;
+  int64_t ldd = 0;
+  Elt ab_t = kF32, d_t = kF32;
+  const void* bias = nullptr;
+  Elt bias_t = kF32;
+  bool relu = false;
+};
+bool gemm(Context& ctx, const GemmArgs& g);
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,123 @@
+// Device-side helpers shared by the kernel files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/common.h"
+
+namespace lingbot::cuda {
+
+__device__ __forceinline__ float to_f32(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_f32(__half v) {
+  return __half2float(v);
+}
+
+template <class T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// Loads element i of a vector whose dtype is only known at run time (uniform across the grid,
+// so the branch costs nothing next to the memory access).
+__device__ __forceinline__ float load_elt(const void* p, Elt t, int64_t i) {
+  switch (t) {
+    case kF32:
+      return static_cast<const float*>(p)[i];
+    case kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default:
+      return __half2float(static_cast<const __half*>(p)[i]);
+  }
+}
+__device__ __forceinline__ void store_elt(void* p, Elt t, int64_t i, float v) {
+  switch (t) {
+    case kF32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case kBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    default:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+  }
+}
+
+__device__ __forceinline__ float act_apply(float x, Act a) {
+  switch (a) {
+    case Act::None:
+      return x;
+    case Act::GELU:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Act::ReLU:
+      return x > 0.f ? x : 0.f;
+    case Act::SiLU:
+      return x / (1.0f + expf(-x));
+  }
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `red` needs blockDim.x / 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // `red` may still be read by a previous reduction
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = lane < nwarps ? red[lane] : 0.f;
+  return warp_sum(t);
+}
+
+// Grid size for a grid-stride loop over n items.
+inline unsigned grid_for(int64_t n, int threads, int64_t cap = 65535LL * 8) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b < cap ? b : cap);
+}
+
+// Calls f(T{}) with T the C++ type of a run-time element type.
+template <class F>
+void dispatch_elt(Elt t, F&& f) {
+  switch (t) {
+    case kF32:
+      f(float{});
+      break;
+    case kBF16:
+      f(__nv_bfloat16{});
+      break;
+    case kF16:
+      f(__half{});
+      break;
+  }
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,226 @@
+// Memory-bound ops: dtype conversion, fill, bias/activation, LayerNorm, residual add, concat and
+// transpose. Each is a few MB per call at our shapes, so launch count matters more than peak
+// bandwidth; kernels are grid-stride and dtype-templated on the big tensors only.
+#include "backend/cuda/device_utils.cuh"
+
+namespace lingbot::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class S, class D>
+__global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = from_f32<D>(to_f32(src[i]));
+}
+
+template <class T>
+__global__ void fill_kernel(T* __restrict__ dst, int64_t n, float v) {
+  const T tv = from_f32<T>(v);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = tv;
+}
+
+template <class T>
+__global__ void bias_act_kernel(T* __restrict__ y, const void* __restrict__ bias, Elt bt,
+                                int64_t total, int64_t n, Act act) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = to_f32(y[i]);
+    if (bias) v += load_elt(bias, bt, i % n);
+    y[i] = from_f32<T>(act_apply(v, act));
+  }
+}
+
+// One block per row; two passes (mean, then centred variance) like the CPU reference, which
+// keeps the variance exact for rows with a large mean. Re-reads hit L1/L2.
+template <class X, class Y>
+__global__ void layer_norm_kernel(const X* __restrict__ x, const void* __restrict__ w, Elt wt,
+                                  const void* __restrict__ b, Elt bt, float eps, Y* __restrict__ y,
+                                  int64_t n) {
+  __shared__ float red[32];
+  const X* row = x + blockIdx.x * n;
+  Y* out = y + blockIdx.x * n;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += to_f32(row[i]);
+  const float mean = block_sum(s, red) / static_cast<float>(n);
+  float v = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float d = to_f32(row[i]) - mean;
+    v += d * d;
+  }
+  const float var = block_sum(v, red) / static_cast<float>(n);
+  const float r = rsqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float o = (to_f32(row[i]) - mean) * r;
+    if (w) o *= load_elt(w, wt, i);
+    if (b) o += load_elt(b, bt, i);
+    out[i] = from_f32<Y>(o);
+  }
+}
+
+template <class X, class Y>
+__global__ void add_kernel(X* __restrict__ x, const Y* __restrict__ y, int64_t n, int64_t ny,
+                           const void* __restrict__ g, Elt gt, int64_t c, float alpha) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = to_f32(y[ny == n ? i : i % ny]);
+    if (g) v *= load_elt(g, gt, i % c);
+    // Same expression as the CPU reference so that alpha == 1 rounds identically.
+    x[i] = from_f32<X>(to_f32(x[i]) + (alpha == 1.f ? v : alpha * v));
+  }
+}
+
+template <class T>
+__global__ void concat_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                              int64_t m, int64_t ca, int64_t cb) {
+  const int64_t c = ca + cb, total = m * c;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / c, col = i % c;
+    y[i] = col < ca ? a[row * ca + col] : b[row * cb + col - ca];
+  }
+}
+
+// 32x32 tiles through shared memory so both the read and the write are coalesced.
+template <class T>
+__global__ void transpose_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t r, int64_t c) {
+  __shared__ T tile[32][33];
+  const int64_t bi = blockIdx.z;
+  const T* src = x + bi * r * c;
+  T* dst = y + bi * r * c;
+  const int64_t c0 = int64_t(blockIdx.x) * 32, r0 = int64_t(blockIdx.y) * 32;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int64_t rr = r0 + k, cc = c0 + threadIdx.x;
+    if (rr < r && cc < c) tile[k][threadIdx.x] = src[rr * c + cc];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int64_t cc = c0 + k, rr = r0 + threadIdx.x;
+    if (rr < r && cc < c) dst[cc * r + rr] = tile[threadIdx.x][k];
+  }
+}
+
+template <int Bytes>
+struct Word;
+template <>
+struct Word<2> {
+  using type = uint16_t;
+};
+template <>
+struct Word<4> {
+  using type = uint32_t;
+};
+
+}  // namespace
+
+void convert(const void* src, Elt st, void* dst, Elt dt, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  if (st == dt) {
+    const size_t bytes = static_cast<size_t>(n) * (st == kF32 ? 4 : 2);
+    if (src != dst) LB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  dispatch_elt(st, [&](auto sv) {
+    using S = decltype(sv);
+    dispatch_elt(dt, [&](auto dv) {
+      using D = decltype(dv);
+      convert_kernel<S, D><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(src),
+                                                                      static_cast<D*>(dst), n);
+    });
+  });
+  LB_CUDA_LAUNCHED();
+}
+
+void fill(void* dst, Elt dt, int64_t n, float value, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch_elt(dt, [&](auto tv) {
+    using T = decltype(tv);
+    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<T*>(dst), n, value);
+  });
+  LB_CUDA_LAUNCHED();
+}
+
+void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, Act act,
+              cudaStream_t s) {
+  if (m * n <= 0 || (!bias && act == Act::None)) return;
+  dispatch_elt(yt, [&](auto tv) {
+    using T = decltype(tv);
+    bias_act_kernel<T><<<grid_for(m * n, kThreads), kThreads, 0, s>>>(static_cast<T*>(y), bias, bt,
+                                                                      m * n, n, act);
+  });
+  LB_CUDA_LAUNCHED();
+}
+
+void layer_norm(const void* x, Elt xt, const void* w, Elt wt, const void* b, Elt bt, float eps,
+                void* y, Elt yt, int64_t rows, int64_t n, cudaStream_t s) {
+  if (rows <= 0) return;
+  LINGBOT_CHECK(rows <= 0x7fffffff, "layer_norm: too many rows for one launch");
+  const int threads = n >= 1024 ? 256 : n >= 256 ? 128 : 64;
+  dispatch_elt(xt, [&](auto xv) {
+    using X = decltype(xv);
+    dispatch_elt(yt, [&](auto yv) {
+      using Y = decltype(yv);
+      layer_norm_kernel<X, Y><<<static_cast<unsigned>(rows), threads, 0, s>>>(
+          static_cast<const X*>(x), w, wt, b, bt, eps, static_cast<Y*>(y), n);
+    });
+  });
+  LB_CUDA_LAUNCHED();
+}
+
+void add(void* x, Elt xt, const void* y, Elt yt, int64_t n, int64_t ny, const void* gamma, Elt gt,
+         int64_t c, float alpha, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch_elt(xt, [&](auto xv) {
+    using X = decltype(xv);
+    dispatch_elt(yt, [&](auto yv) {
+      using Y = decltype(yv);
+      add_kernel<X, Y><<<grid_for(n, kThreads), kThreads, 0, s>>>(
+          static_cast<X*>(x), static_cast<const Y*>(y), n, ny, gamma, gt, c, alpha);
+    });
+  });
+  LB_CUDA_LAUNCHED();
+}
+
+void concat_last(const void* a, const void* b, void* y, int64_t m, int64_t ca, int64_t cb,
+                 size_t elem, cudaStream_t s) {
+  const int64_t total = m * (ca + cb);
+  if (total <= 0) return;
+  auto run = [&](auto tv) {
+    using T = decltype(tv);
+    concat_kernel<T><<<grid_for(total, kThreads), kThreads, 0, s>>>(
+        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), m, ca, cb);
+  };
+  if (elem == 4)
+    run(Word<4>::type{});
+  else if (elem == 2)
+    run(Word<2>::type{});
+  else
+    LINGBOT_CHECK(false, "concat_last: unsupported element size");
+  LB_CUDA_LAUNCHED();
+}
+
+void transpose_last2(const void* x, void* y, int64_t batch, int64_t r, int64_t c, size_t elem,
+                     cudaStream_t s) {
+  if (batch * r * c <= 0) return;
+  LINGBOT_CHECK(batch <= 65535 && (r + 31) / 32 <= 65535,
+                "transpose_last2: shape too large for one launch");
+  const dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>((r + 31) / 32),
+                  static_cast<unsigned>(batch));
+  const dim3 block(32, 8);
+  auto run = [&](auto tv) {
+    using T = decltype(tv);
+    transpose_kernel<T><<<grid, block, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), r, c);
+  };
+  if (elem == 4)
+    run(Word<4>::type{});
+  else if (elem == 2)
+    run(Word<2>::type{});
+  else
+    LINGBOT_CHECK(false, "transpose_last2: unsupported element size");
+  LB_CUDA_LAUNCHED();
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,205 @@
+// GEMMs through cuBLASLt: fp32 accumulation (CUBLAS_COMPUTE_32F, never the TF32 mode), bias and
+// ReLU fused as epilogues. The heuristic's choice is cached per problem, because asking it costs
+// tens of microseconds, as much as one of our GEMMs. Problems cuBLASLt declines (odd leading
+// dimensions, unsupported bias types) fall back to cublasGemmEx plus the caller's epilogue.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "backend/cuda/common.h"
+
+namespace lingbot::cuda {
+namespace {
+
+cudaDataType_t cuda_type(Elt t) {
+  switch (t) {
+    case kF32:
+      return CUDA_R_32F;
+    case kBF16:
+      return CUDA_R_16BF;
+    case kF16:
+      return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+// Largest power of two (capped at 256) dividing the address: cuBLASLt kernels assume the
+// alignment the preference promises, so promise only what the pointers have.
+uint32_t alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && (v % a) != 0) a >>= 1;
+  return a;
+}
+
+struct Key {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldd;
+  int ab, d, bias_t;
+  int epi;
+  uint32_t align_a, align_b, align_d, align_bias;
+  auto tie() const {
+    return std::tie(ta, tb, m, n, k, lda, ldb, ldd, ab, d, bias_t, epi, align_a, align_b, align_d,
+                    align_bias);
+  }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct LtObjects {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  ~LtObjects() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// A problem's descriptors and algorithm, built once: creating the four descriptors costs
+// several microseconds of host time per call, as much as a GEMM's GPU time at M = 978.
+struct Plan {
+  bool ok = false;
+  cublasLtMatmulAlgo_t algo{};
+  std::unique_ptr<LtObjects> objs;
+};
+
+std::mutex g_plans_mu;
+std::map<Key, Plan> g_plans;
+
+bool build(const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o) {
+  if (cublasLtMatmulDescCreate(&o.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  if (cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)) !=
+      CUBLAS_STATUS_SUCCESS)
+    return false;
+  if (g.bias) {
+    const cudaDataType_t bt = cuda_type(g.bias_t);
+    if (cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                       sizeof(bt)) != CUBLAS_STATUS_SUCCESS)
+      return false;
+    const void* bp = g.bias;
+    cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
+  }
+  const auto ab = cuda_type(g.ab_t), dt = cuda_type(g.d_t);
+  const uint64_t ar = g.trans_a ? g.k : g.m, ac = g.trans_a ? g.m : g.k;
+  const uint64_t br = g.trans_b ? g.n : g.k, bc = g.trans_b ? g.k : g.n;
+  return cublasLtMatrixLayoutCreate(&o.a, ab, ar, ac, g.lda) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&o.b, ab, br, bc, g.ldb) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&o.d, dt, g.m, g.n, g.ldd) == CUBLAS_STATUS_SUCCESS;
+}
+
+bool find_algo(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o,
+               cublasLtMatmulAlgo_t& algo) {
+  if (!build(g, epi, o)) return false;
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
+  const uint64_t ws = ctx.lt_workspace_bytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  const uint32_t aa = alignment(g.a), ab = alignment(g.b), ad = alignment(g.d);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa,
+                                       sizeof(aa));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab,
+                                       sizeof(ab));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad,
+                                       sizeof(ad));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad,
+                                       sizeof(ad));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const bool ok = cublasLtMatmulAlgoGetHeuristic(ctx.lt, o.op, o.a, o.b, o.d, o.d, pref, 1, &res,
+                                                 &found) == CUBLAS_STATUS_SUCCESS &&
+                  found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+  if (ok) algo = res.algo;
+  cublasLtMatmulPreferenceDestroy(pref);
+  return ok;
+}
+
+bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
+  Key key{g.trans_a,
+          g.trans_b,
+          g.m,
+          g.n,
+          g.k,
+          g.lda,
+          g.ldb,
+          g.ldd,
+          g.ab_t,
+          g.d_t,
+          g.bias ? static_cast<int>(g.bias_t) : -1,
+          static_cast<int>(epi),
+          alignment(g.a),
+          alignment(g.b),
+          alignment(g.d),
+          g.bias ? alignment(g.bias) : 0u};
+  // One lock over lookup and launch: the cached descriptor's bias pointer changes per call.
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  auto it = g_plans.find(key);
+  if (it == g_plans.end()) {
+    Plan p;
+    p.objs = std::make_unique<LtObjects>();
+    p.ok = find_algo(ctx, g, epi, *p.objs, p.algo);
+    if (!p.ok) p.objs.reset();
+    if (std::getenv("LINGBOT_CUDA_VERBOSE")) {
+      std::fprintf(stderr,
+                   "[lingbot cuda] gemm m=%lld n=%lld k=%lld ab=%d d=%d bias=%d epilogue=%d: %s\n",
+                   static_cast<long long>(g.m), static_cast<long long>(g.n),
+                   static_cast<long long>(g.k), g.ab_t, g.d_t, g.bias ? int(g.bias_t) : -1,
+                   static_cast<int>(epi), p.ok ? "cuBLASLt" : "declined by cuBLASLt");
+    }
+    it = g_plans.emplace(key, std::move(p)).first;
+  }
+  const Plan& plan = it->second;
+  if (!plan.ok) return false;
+  const LtObjects& o = *plan.objs;
+  if (g.bias) {
+    const void* bp = g.bias;
+    if (cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)) !=
+        CUBLAS_STATUS_SUCCESS)
+      return false;
+  }
+  const float one = 1.f, zero = 0.f;
+  return cublasLtMatmul(ctx.lt, o.op, &one, g.a, o.a, g.b, o.b, &zero, g.d, o.d, g.d, o.d,
+                        &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes,
+                        ctx.stream) == CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+bool gemm(Context& ctx, const GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0) return true;
+  LINGBOT_CHECK(g.k > 0, "gemm: empty reduction dimension");
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.bias)
+    epi = g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (g.relu)
+    epi = CUBLASLT_EPILOGUE_RELU;
+  if (try_lt(ctx, g, epi)) return true;
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    GemmArgs plain = g;
+    plain.bias = nullptr;
+    plain.relu = false;
+    if (try_lt(ctx, plain, CUBLASLT_EPILOGUE_DEFAULT)) return false;
+  }
+  // Last resort: classic cuBLAS, pedantic fp32 math so nothing is silently done in TF32.
+  const float one = 1.f, zero = 0.f;
+  LB_CUBLAS(cublasSetStream(ctx.blas, ctx.stream));
+  LB_CUBLAS(cublasGemmEx(ctx.blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
+                         static_cast<int>(g.n), static_cast<int>(g.k), &one, g.a, cuda_type(g.ab_t),
+                         static_cast<int>(g.lda), g.b, cuda_type(g.ab_t), static_cast<int>(g.ldb),
+                         &zero, g.d, cuda_type(g.d_t), static_cast<int>(g.ldd),
+                         CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+  return epi == CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+}  // namespace lingbot::cuda

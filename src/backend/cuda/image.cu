@@ -1,0 +1,130 @@
+// Image-side gathers and scatters around the GEMMs that do the convolutions' arithmetic:
+// patchify, im2col, the transposed-conv scatter, and the bilinear resize.
+#include "backend/cuda/device_utils.cuh"
+
+namespace lingbot::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per output element, indexed in output order so the writes are coalesced.
+template <class I, class R>
+__global__ void patchify_kernel(const I* __restrict__ img, R* __restrict__ rows, int64_t c,
+                                int64_t h, int64_t w, int p, int64_t total) {
+  const int64_t gh = h / p, gw = w / p, kdim = c * p * p;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t col = i % kdim, patch = i / kdim;
+    const int64_t kx = col % p, ky = (col / p) % p, ch = col / (int64_t(p) * p);
+    const int64_t xg = patch % gw, yg = (patch / gw) % gh, f = patch / (gw * gh);
+    rows[i] = from_f32<R>(to_f32(img[((f * c + ch) * h + yg * p + ky) * w + xg * p + kx]));
+  }
+}
+
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, int64_t ci,
+                              int64_t hi, int64_t wi, int64_t kh, int64_t kw, int stride, int pad,
+                              int64_t wo, int64_t p0, int64_t np) {
+  const int64_t total = ci * kh * kw * np;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pix = p0 + i % np, kidx = i / np;
+    const int64_t kx = kidx % kw, ky = (kidx / kw) % kh, c = kidx / (kw * kh);
+    const int64_t oy = pix / wo, ox = pix % wo;
+    const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+    cols[i] = (iy >= 0 && iy < hi && ix >= 0 && ix < wi) ? x[(c * hi + iy) * wi + ix] : 0.f;
+  }
+}
+
+__global__ void channel_bias_kernel(float* __restrict__ y, const float* __restrict__ bias,
+                                    int64_t c, int64_t pix, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += bias[(i / pix) % c];
+}
+
+__global__ void scatter_tconv_kernel(const float* __restrict__ tmp, const float* __restrict__ bias,
+                                     float* __restrict__ y, int64_t co, int k, int64_t hi,
+                                     int64_t wi) {
+  const int64_t ho = hi * k, wo = wi * k, total = co * ho * wo, npix = hi * wi;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % wo, oy = (i / wo) % ho, c = i / (wo * ho);
+    const int64_t yy = oy / k, a = oy % k, xx = ox / k, b = ox % k;
+    const float v = tmp[((c * k + a) * k + b) * npix + yy * wi + xx];
+    y[i] = bias ? v + bias[c] : v;
+  }
+}
+
+// Mirrors the CPU reference's float arithmetic (scale formed in float, PyTorch's recipe).
+__global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t nc,
+                                int64_t hi, int64_t wi, int64_t ho, int64_t wo, float sh,
+                                float sw) {
+  const int64_t total = nc * ho * wo;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % wo, oy = (i / wo) % ho, c = i / (wo * ho);
+    const float sy = __fmul_rn(sh, static_cast<float>(oy));
+    const int64_t y0 = static_cast<int64_t>(sy), y1 = y0 + (y0 < hi - 1 ? 1 : 0);
+    const float l1 = sy - static_cast<float>(y0), l0 = 1.f - l1;
+    const float sx = __fmul_rn(sw, static_cast<float>(ox));
+    const int64_t x0 = static_cast<int64_t>(sx), x1 = x0 + (x0 < wi - 1 ? 1 : 0);
+    const float w1 = sx - static_cast<float>(x0), w0 = 1.f - w1;
+    const float* r0 = x + (c * hi + y0) * wi;
+    const float* r1 = x + (c * hi + y1) * wi;
+    y[i] = l0 * (w0 * r0[x0] + w1 * r0[x1]) + l1 * (w0 * r1[x0] + w1 * r1[x1]);
+  }
+}
+
+}  // namespace
+
+void patchify(const void* img, Elt it, void* rows, Elt rt, int64_t s, int64_t c, int64_t h,
+              int64_t w, int p, cudaStream_t st) {
+  const int64_t total = s * (h / p) * (w / p) * c * p * p;
+  if (total <= 0) return;
+  dispatch_elt(it, [&](auto iv) {
+    using I = decltype(iv);
+    dispatch_elt(rt, [&](auto rv) {
+      using R = decltype(rv);
+      patchify_kernel<I, R><<<grid_for(total, kThreads), kThreads, 0, st>>>(
+          static_cast<const I*>(img), static_cast<R*>(rows), c, h, w, p, total);
+    });
+  });
+  LB_CUDA_LAUNCHED();
+}
+
+void im2col(const float* x, float* cols, int64_t ci, int64_t hi, int64_t wi, int64_t kh, int64_t kw,
+            int stride, int pad, int64_t wo, int64_t p0, int64_t p1, cudaStream_t s) {
+  const int64_t total = ci * kh * kw * (p1 - p0);
+  if (total <= 0) return;
+  im2col_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(x, cols, ci, hi, wi, kh, kw, stride,
+                                                               pad, wo, p0, p1 - p0);
+  LB_CUDA_LAUNCHED();
+}
+
+void add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t pix,
+                      cudaStream_t s) {
+  const int64_t total = n * c * pix;
+  if (total <= 0) return;
+  channel_bias_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(y, bias, c, pix, total);
+  LB_CUDA_LAUNCHED();
+}
+
+void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64_t co, int k,
+                            int64_t hi, int64_t wi, cudaStream_t s) {
+  const int64_t total = co * hi * k * wi * k;
+  if (total <= 0) return;
+  scatter_tconv_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(tmp, bias, y, co, k, hi, wi);
+  LB_CUDA_LAUNCHED();
+}
+
+void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
+                       int64_t wo, cudaStream_t s) {
+  const int64_t total = nc * ho * wo;
+  if (total <= 0) return;
+  const float sh = ho > 1 ? static_cast<float>(hi - 1) / static_cast<float>(ho - 1) : 0.f;
+  const float sw = wo > 1 ? static_cast<float>(wi - 1) / static_cast<float>(wo - 1) : 0.f;
+  upsample_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(x, y, nc, hi, wi, ho, wo, sh, sw);
+  LB_CUDA_LAUNCHED();
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,115 @@
+// Device memory: tensors come from the stream-ordered pool (cudaMallocAsync) with the release
+// threshold raised, so freeing and reallocating between frames recycles the pool instead of
+// returning memory to the driver (and instead of cudaFree's implicit device synchronisation).
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/common.h"
+
+namespace lingbot::cuda {
+
+void fail(const char* what, const char* detail, const char* file, int line) {
+  throw Error(std::string("CUDA error: ") + what + " failed: " + detail + " (" + file + ":" +
+              std::to_string(line) + ")");
+}
+
+Elt elt_of(DType t, const char* what) {
+  switch (t) {
+    case DType::F32:
+      return kF32;
+    case DType::BF16:
+      return kBF16;
+    case DType::F16:
+      return kF16;
+    default:
+      break;
+  }
+  throw Error(std::string("cuda backend: ") + what + " has dtype " + dtype_name(t) +
+              "; only F32, BF16 and F16 are supported here");
+}
+
+void* Scratch::get(size_t bytes, cudaStream_t stream) {
+  if (bytes <= cap_ && ptr_) return ptr_;
+  // Work already queued may still use the old block; freeing it on the same stream is ordered
+  // after that work.
+  if (ptr_) LB_CUDA(cudaFreeAsync(ptr_, stream));
+  ptr_ = nullptr;
+  const size_t want = std::max(bytes, cap_ + cap_ / 2);
+  LB_CUDA(cudaMallocAsync(&ptr_, want, stream));
+  cap_ = want;
+  return ptr_;
+}
+
+void Scratch::release(cudaStream_t stream) {
+  if (ptr_) cudaFreeAsync(ptr_, stream);
+  ptr_ = nullptr;
+  cap_ = 0;
+}
+
+UploadRing::~UploadRing() {
+  for (auto& e : done_)
+    if (e) cudaEventDestroy(e);
+  if (host_) cudaFreeHost(host_);
+  if (dev_) cudaFree(dev_);
+}
+
+void UploadRing::grow(size_t bytes, cudaStream_t stream) {
+  LB_CUDA(cudaStreamSynchronize(stream));
+  if (host_) LB_CUDA(cudaFreeHost(host_));
+  if (dev_) LB_CUDA(cudaFree(dev_));
+  host_ = dev_ = nullptr;
+  cap_ = std::max<size_t>(4096, ((bytes + 255) / 256) * 256 * 2);
+  LB_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host_), cap_ * kSlots, cudaHostAllocDefault));
+  LB_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_), cap_ * kSlots));
+  for (auto& e : done_)
+    if (!e) LB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+void* UploadRing::put(const void* data, size_t bytes, cudaStream_t stream) {
+  if (bytes > cap_) grow(bytes, stream);
+  const int slot = next_;
+  next_ = (next_ + 1) % kSlots;
+  // The slot's previous copy must have left the pinned buffer before we overwrite it; with 16
+  // slots this only waits when the host runs far ahead of the GPU.
+  LB_CUDA(cudaEventSynchronize(done_[slot]));
+  char* h = host_ + slot * cap_;
+  char* d = dev_ + slot * cap_;
+  std::memcpy(h, data, bytes);
+  LB_CUDA(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
+  LB_CUDA(cudaEventRecord(done_[slot], stream));
+  return d;
+}
+
+StreamOwner::~StreamOwner() {
+  if (stream) cudaStreamDestroy(stream);
+}
+
+Context::~Context() {
+  if (!stream) return;
+  cudaStreamSynchronize(stream);
+  scratch.release(stream);
+  if (lt_workspace) cudaFreeAsync(lt_workspace, stream);
+  cudaStreamSynchronize(stream);
+  if (blas) cublasDestroy(blas);
+  if (lt) cublasLtDestroy(lt);
+}
+
+Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype) {
+  for (int64_t d : shape) LINGBOT_CHECK(d >= 0, "negative tensor dimension " + shape_str(shape));
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 256, ctx->stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // reset the last-error state so the next launch check is not confused
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes for " +
+                shape_str(shape) + " " + dtype_name(dtype) + " (" + std::to_string(free_b >> 20) +
+                " MiB free of " + std::to_string(total_b >> 20) +
+                " MiB): " + cudaGetErrorString(e));
+  }
+  std::shared_ptr<void> owner(p, [ctx](void* q) { cudaFreeAsync(q, ctx->stream); });
+  return Tensor::wrap(p, shape, dtype, std::move(owner), Device::CUDA);
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,745 @@
+// Every CUDA op against the CPU reference on fresh random inputs. GPU outputs are poisoned with
+// NaN before each call, so an element the kernel fails to write shows up as an infinite error.
+// Skips when make_cuda_backend returns null (CPU-only builds, machines without a GPU).
+//
+// Tolerances (largest absolute error over largest absolute reference value, tests/test_util.h):
+//  * F32 ops: 1e-5. Same math as the CPU in fp32 (no TF32), only summation order differs.
+//  * BF16 outputs: each value is rounded once to bf16 (relative error 2^-9); where the GPU
+//    rounds an intermediate the reference keeps in fp32 (GEMM output before GELU, the bias in a
+//    non-fused epilogue) there are two roundings, so 8e-3 (2^-7) covers both with margin.
+//  * BF16 attention: the reference runs on the same bf16-rounded q/K/V in fp32; the kernel also
+//    rounds the softmax probabilities to bf16 before the P.V product (as FlashAttention does),
+//    adding ~2^-9 relative noise per term, plus the output rounding: 1.5e-2.
+// BF16 references are computed on inputs already rounded to bf16, so the tolerances measure
+// only the kernels' own rounding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "cache/kv_stream.h"
+#include "lingbot/error.h"
+#include "test_util.h"
+
+namespace lingbot {
+namespace {
+
+constexpr double kTolF32 = 1e-5;
+constexpr double kTolBF16 = 8e-3;
+constexpr double kTolAttnBF16 = 1.5e-2;
+
+struct Backends {
+  std::unique_ptr<Backend> cpu, gpu;
+  std::string why;
+  bool tried = false;
+};
+Backends& backends() {
+  static Backends b;
+  if (!b.tried) {
+    b.tried = true;
+    b.gpu = make_cuda_backend(&b.why);
+    if (b.gpu) b.cpu = make_cpu_backend();
+  }
+  return b;
+}
+
+// Releases the device before static destruction, while the CUDA runtime is still up.
+class ReleaseGpu : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    backends().gpu.reset();
+    backends().cpu.reset();
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kReleaseGpu =
+    ::testing::AddGlobalTestEnvironment(new ReleaseGpu);
+
+#define REQUIRE_GPU()                                                           \
+  do {                                                                          \
+    if (!backends().gpu) GTEST_SKIP() << "no CUDA backend: " << backends().why; \
+  } while (0)
+
+Backend& cpu() {
+  return *backends().cpu;
+}
+Backend& gpu() {
+  return *backends().gpu;
+}
+
+// Fresh inputs every run; the seed is printed with any failure and LINGBOT_TEST_SEED replays it.
+class Rng {
+ public:
+  Rng() {
+    const char* env = std::getenv("LINGBOT_TEST_SEED");
+    state_ = env && *env ? std::strtoull(env, nullptr, 10)
+                         : std::random_device{}() * 0x9E3779B97F4A7C15ull + 1;
+    if (state_ == 0) state_ = 1;
+  }
+  uint64_t seed() const { return state_; }
+  float uniform(float lo, float hi) {
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    const uint64_t r = state_ * 0x2545F4914F6CDD1Dull;
+    return lo + (hi - lo) * static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
+  }
+  Tensor tensor(const Shape& shape, float lo = -1.f, float hi = 1.f) {
+    Tensor t = Tensor::zeros(shape);
+    float* p = t.f32();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = uniform(lo, hi);
+    return t;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+#define TRACE_SEED(rng) SCOPED_TRACE("rng seed " + std::to_string((rng).seed()))
+
+// Host F32 copy with every value rounded to bf16 (what the GPU sees after upload as BF16).
+Tensor round_bf16(const Tensor& t) {
+  Tensor r = Tensor::zeros(t.shape());
+  const float* s = t.f32();
+  float* d = r.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] = bf16_to_f32(f32_to_bf16(s[i]));
+  return r;
+}
+Tensor round_to(const Tensor& t, DType dt) {
+  return dt == DType::BF16 ? round_bf16(t) : t;
+}
+
+Tensor poisoned(const Shape& shape, DType dt) {
+  Tensor t = gpu().alloc(shape, dt);
+  gpu().fill(t, NAN);
+  return t;
+}
+
+double rel_err(const Tensor& got_device, const Tensor& want_host) {
+  return test::compare(gpu().download(got_device), want_host).relative();
+}
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::None:
+      return "none";
+    case Act::GELU:
+      return "gelu";
+    case Act::ReLU:
+      return "relu";
+    case Act::SiLU:
+      return "silu";
+  }
+  return "?";
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(GpuOps, UploadDownloadRoundTrips) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  Tensor h = rng.tensor({3, 5, 7}, -100.f, 100.f);
+  EXPECT_EQ(rel_err(gpu().upload(h, DType::F32), h), 0.0);
+  EXPECT_EQ(rel_err(gpu().upload(h, DType::BF16), round_bf16(h)), 0.0);
+  EXPECT_EQ(rel_err(gpu().upload(h, DType::F16), h.to(DType::F16).to(DType::F32)), 0.0);
+  // Host BF16 uploads byte for byte.
+  EXPECT_EQ(rel_err(gpu().upload(h.to(DType::BF16), DType::BF16), round_bf16(h)), 0.0);
+  Tensor ints = Tensor::zeros({4}, DType::I32);
+  for (int i = 0; i < 4; ++i) ints.data<int32_t>()[i] = i * 1000 - 7;
+  Tensor back = gpu().download(gpu().upload(ints, DType::I32));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back.f32()[i], static_cast<float>(i * 1000 - 7));
+  Tensor empty = gpu().upload(Tensor::zeros({0, 4}), DType::BF16);
+  EXPECT_EQ(gpu().download(empty).numel(), 0);
+}
+
+TEST(GpuOps, CopyConvertsAndFillWrites) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  Tensor h = rng.tensor({1001});
+  Tensor src = gpu().upload(h, DType::F32);
+  Tensor b = poisoned({1001}, DType::BF16);
+  gpu().copy(src, b);
+  EXPECT_EQ(rel_err(b, round_bf16(h)), 0.0);
+  Tensor f = poisoned({7, 11, 13}, DType::F32);
+  gpu().copy(b, f);
+  EXPECT_EQ(rel_err(f, round_bf16(h)), 0.0);
+  Tensor same = poisoned({1001}, DType::F32);
+  gpu().copy(src, same);
+  EXPECT_EQ(rel_err(same, h), 0.0);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor t = poisoned({333}, dt);
+    gpu().fill(t, 1.5f);
+    Tensor d = gpu().download(t);
+    for (int i = 0; i < 333; ++i) ASSERT_EQ(d.f32()[i], 1.5f);
+  }
+}
+
+struct LinearCase {
+  Shape x;  // leading dims and K
+  int64_t n;
+};
+
+TEST(GpuOps, LinearF32MatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  const LinearCase cases[] = {{{1, 64}, 32}, {{37, 96}, 200}, {{2, 65, 256}, 384}, {{8, 1024}, 48}};
+  for (const auto& c : cases) {
+    for (Act act : {Act::None, Act::GELU, Act::ReLU, Act::SiLU}) {
+      for (bool bias : {false, true}) {
+        const int64_t k = c.x.back(), m = shape_numel(c.x) / k;
+        SCOPED_TRACE(shape_str(c.x) + " n=" + std::to_string(c.n) + " act=" + act_name(act) +
+                     (bias ? " bias" : ""));
+        Tensor x = rng.tensor(c.x), w = rng.tensor({c.n, k}, -0.2f, 0.2f), b = rng.tensor({c.n});
+        Tensor want = Tensor::zeros({m, c.n});
+        cpu().linear(x, w, bias ? &b : nullptr, want, act);
+        Tensor gx = gpu().upload(x, DType::F32), gw = gpu().upload(w, DType::F32);
+        Tensor gb = gpu().upload(b, DType::F32);
+        Tensor y = poisoned({m, c.n}, DType::F32);
+        gpu().linear(gx, gw, bias ? &gb : nullptr, y, act);
+        EXPECT_LT(rel_err(y, want), kTolF32);
+      }
+    }
+  }
+}
+
+TEST(GpuOps, LinearBF16MatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  const LinearCase cases[] = {{{37, 96}, 200}, {{131, 256}, 384}, {{3, 5, 1024}, 64}};
+  for (const auto& c : cases) {
+    for (Act act : {Act::None, Act::GELU, Act::ReLU}) {
+      for (DType ydt : {DType::BF16, DType::F32}) {
+        for (DType bdt : {DType::F32, DType::BF16}) {
+          const int64_t k = c.x.back(), m = shape_numel(c.x) / k;
+          SCOPED_TRACE(shape_str(c.x) + " n=" + std::to_string(c.n) + " act=" + act_name(act) +
+                       " y=" + dtype_name(ydt) + " bias=" + dtype_name(bdt));
+          Tensor x = round_bf16(rng.tensor(c.x)), w = round_bf16(rng.tensor({c.n, k}, -.2f, .2f));
+          Tensor b = round_to(rng.tensor({c.n}), bdt);
+          Tensor want = Tensor::zeros({m, c.n});
+          cpu().linear(x, w, &b, want, act);
+          Tensor gx = gpu().upload(x, DType::BF16), gw = gpu().upload(w, DType::BF16);
+          Tensor gb = gpu().upload(b, bdt);
+          Tensor y = poisoned({m, c.n}, ydt);
+          gpu().linear(gx, gw, &gb, y, act);
+          // F32 output: exact bf16 products, fp32 sums; only the order differs.
+          EXPECT_LT(rel_err(y, want), ydt == DType::F32 ? kTolF32 : kTolBF16);
+        }
+      }
+    }
+  }
+  // An F32 activation into BF16 weights is rounded to bf16 first; an F32 weight with a BF16
+  // output rounds once at the end.
+  Tensor x = rng.tensor({19, 128}), w = round_bf16(rng.tensor({40, 128}, -.2f, .2f));
+  Tensor want = Tensor::zeros({19, 40});
+  cpu().linear(round_bf16(x), w, nullptr, want, Act::None);
+  Tensor y = poisoned({19, 40}, DType::F32);
+  gpu().linear(gpu().upload(x, DType::F32), gpu().upload(w, DType::BF16), nullptr, y, Act::None);
+  EXPECT_LT(rel_err(y, want), kTolF32);
+  cpu().linear(x, w, nullptr, want, Act::SiLU);
+  Tensor yb = poisoned({19, 40}, DType::BF16);
+  gpu().linear(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), nullptr, yb, Act::SiLU);
+  EXPECT_LT(rel_err(yb, want), kTolBF16);
+}
+
+TEST(GpuOps, LayerNormMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    int64_t rows, n;
+  };
+  for (Case c : {Case{37, 1024}, Case{1, 64}, Case{5, 37}, Case{978, 1024}}) {
+    for (int affine = 0; affine < 3; ++affine) {  // none, weight only, weight and bias
+      for (DType xdt : {DType::F32, DType::BF16}) {
+        for (DType ydt : {DType::F32, DType::BF16}) {
+          SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.n) + " affine " +
+                       std::to_string(affine) + " " + dtype_name(xdt) + "->" + dtype_name(ydt));
+          // An offset mean checks the centred variance.
+          Tensor x = round_to(rng.tensor({c.rows, c.n}, 2.f, 5.f), xdt);
+          Tensor w = round_to(rng.tensor({c.n}, 0.5f, 1.5f), xdt), b = rng.tensor({c.n});
+          const Tensor* wp = affine >= 1 ? &w : nullptr;
+          const Tensor* bp = affine >= 2 ? &b : nullptr;
+          Tensor want = Tensor::zeros({c.rows, c.n});
+          cpu().layer_norm(x, wp, bp, 1e-5f, want);
+          Tensor gw = gpu().upload(w, xdt), gb = gpu().upload(b, DType::F32);
+          Tensor y = poisoned({c.rows, c.n}, ydt);
+          gpu().layer_norm(gpu().upload(x, xdt), affine >= 1 ? &gw : nullptr,
+                           affine >= 2 ? &gb : nullptr, 1e-5f, y);
+          EXPECT_LT(rel_err(y, want), ydt == DType::F32 ? kTolF32 : kTolBF16);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuOps, AddMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    Shape x, y;
+    bool gamma;
+    float alpha;
+    DType ydt;
+  };
+  const Case cases[] = {{{37, 64}, {37, 64}, false, 1.f, DType::F32},
+                        {{37, 64}, {37, 64}, true, 0.5f, DType::F32},
+                        {{4, 9, 64}, {64}, true, 1.f, DType::F32},
+                        {{3, 5, 7}, {5, 7}, false, -2.f, DType::F32},
+                        {{978, 1024}, {978, 1024}, true, 1.f, DType::BF16},
+                        {{31, 1024}, {31, 1024}, false, 1.f, DType::BF16}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " += " + shape_str(c.y) + " " + dtype_name(c.ydt));
+    Tensor x = rng.tensor(c.x), y = round_to(rng.tensor(c.y), c.ydt);
+    Tensor g = round_to(rng.tensor({c.x.back()}), c.ydt);
+    Tensor gx = gpu().upload(x, DType::F32), gg = gpu().upload(g, c.ydt);
+    cpu().add(x, y, c.gamma ? &g : nullptr, c.alpha);
+    gpu().add(gx, gpu().upload(y, c.ydt), c.gamma ? &gg : nullptr, c.alpha);
+    EXPECT_LT(rel_err(gx, x), 1e-6);
+  }
+}
+
+TEST(GpuOps, ActivateMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (Act act : {Act::None, Act::GELU, Act::ReLU, Act::SiLU}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(act_name(act)) + " " + dtype_name(dt));
+      Tensor x = round_to(rng.tensor({13, 77}, -6.f, 6.f), dt);
+      Tensor gx = gpu().upload(x, dt);
+      cpu().activate(x, act);
+      gpu().activate(gx, act);
+      EXPECT_LT(rel_err(gx, x), dt == DType::F32 ? kTolF32 : kTolBF16);
+    }
+  }
+}
+
+TEST(GpuOps, ConcatAndTransposeAreExact) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor a = round_to(rng.tensor({2, 37, 24}), dt), b = round_to(rng.tensor({2, 37, 9}), dt);
+    Tensor want = Tensor::zeros({2, 37, 33});
+    cpu().concat_last(a, b, want);
+    Tensor y = poisoned({2, 37, 33}, dt);
+    gpu().concat_last(gpu().upload(a, dt), gpu().upload(b, dt), y);
+    EXPECT_EQ(rel_err(y, want), 0.0);
+
+    Tensor x = round_to(rng.tensor({3, 45, 70}), dt);
+    Tensor wt = Tensor::zeros({3, 70, 45});
+    cpu().transpose_last2(x, wt);
+    Tensor yt = poisoned({3, 70, 45}, dt);
+    gpu().transpose_last2(gpu().upload(x, dt), yt);
+    EXPECT_EQ(rel_err(yt, wt), 0.0);
+  }
+}
+
+TEST(GpuOps, SplitQkvMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    int64_t m;
+    int h, d;
+  };
+  for (Case c : {Case{37, 4, 64}, Case{1, 16, 64}, Case{9, 2, 128}}) {
+    for (int variant = 0; variant < 4;
+         ++variant) {  // plain, norm+halfsplit, norm+interleaved, rope only
+      for (DType in_dt : {DType::F32, DType::BF16}) {
+        for (DType out_dt : {DType::F32, DType::BF16}) {
+          SCOPED_TRACE("m=" + std::to_string(c.m) + " h=" + std::to_string(c.h) +
+                       " d=" + std::to_string(c.d) + " variant " + std::to_string(variant) + " " +
+                       dtype_name(in_dt) + "->" + dtype_name(out_dt));
+          const bool use_norm = variant == 1 || variant == 2;
+          const bool use_rope = variant != 0;
+          Tensor qkv = round_to(rng.tensor({c.m, 3 * c.h * c.d}, -2.f, 3.f), in_dt);
+          Tensor qw = rng.tensor({c.d}, .5f, 1.5f), qb = rng.tensor({c.d});
+          Tensor kw = rng.tensor({c.d}, .5f, 1.5f), kb = rng.tensor({c.d});
+          Tensor ang = rng.tensor({c.m, c.d / 2}, -3.f, 3.f);
+          Tensor cs = Tensor::zeros(ang.shape()), sn = Tensor::zeros(ang.shape());
+          for (int64_t i = 0; i < ang.numel(); ++i) {
+            cs.f32()[i] = std::cos(ang.f32()[i]);
+            sn.f32()[i] = std::sin(ang.f32()[i]);
+          }
+          const RopePairs pairs = variant == 1 ? RopePairs::HalfSplit : RopePairs::Interleaved;
+          QKNorm hn{&qw, &qb, &kw, &kb, 1e-5f};
+          Rope hr{cs, sn, pairs};
+          const Shape qs{c.m, c.h, c.d};
+          Tensor q = Tensor::zeros(qs), k = Tensor::zeros(qs), v = Tensor::zeros(qs);
+          cpu().split_qkv(qkv, use_norm ? &hn : nullptr, use_rope ? &hr : nullptr, q, k, v);
+
+          Tensor gqw = gpu().upload(qw, DType::F32), gqb = gpu().upload(qb, DType::F32);
+          Tensor gkw = gpu().upload(kw, DType::F32), gkb = gpu().upload(kb, DType::F32);
+          QKNorm gn{&gqw, &gqb, &gkw, &gkb, 1e-5f};
+          Rope gr{gpu().upload(cs, DType::F32), gpu().upload(sn, DType::F32), pairs};
+          Tensor gq = poisoned(qs, out_dt), gk = poisoned(qs, out_dt), gv = poisoned(qs, out_dt);
+          gpu().split_qkv(gpu().upload(qkv, in_dt), use_norm ? &gn : nullptr,
+                          use_rope ? &gr : nullptr, gq, gk, gv);
+          const double tol = out_dt == DType::F32 ? kTolF32 : kTolBF16;
+          EXPECT_LT(rel_err(gq, q), tol);
+          EXPECT_LT(rel_err(gk, k), tol);
+          EXPECT_LT(rel_err(gv, v), tol);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuOps, StoreKvConvertsIntoCacheStorage) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (DType act : {DType::F32, DType::BF16}) {
+    for (DType store : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " into " + dtype_name(store));
+      Tensor k = round_to(rng.tensor({7, 4, 64}), act), v = round_to(rng.tensor({7, 4, 64}), act);
+      Tensor pool_k = poisoned({20, 4, 64}, store), pool_v = poisoned({20, 4, 64}, store);
+      const size_t row = 4 * 64 * dtype_size(store);
+      gpu().store_kv(gpu().upload(k, act), gpu().upload(v, act),
+                     static_cast<char*>(pool_k.raw()) + 5 * row,
+                     static_cast<char*>(pool_v.raw()) + 5 * row, store);
+      Tensor hk = gpu().download(pool_k), hv = gpu().download(pool_v);
+      EXPECT_EQ(test::compare(hk.slice(5, 12), round_to(k, store)).relative(), 0.0);
+      EXPECT_EQ(test::compare(hv.slice(5, 12), round_to(v, store)).relative(), 0.0);
+      EXPECT_TRUE(std::isnan(hk.f32()[0]) && std::isnan(hk.f32()[12 * 4 * 64]))
+          << "store_kv wrote outside its rows";
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Attention. A KV set is built as host F32 segments (the CPU reference reads them in place) and
+// device segments of the storage dtype, some written through store_kv into a page pool in
+// scrambled page order and some through KVStream, as the model does.
+
+struct KvSet {
+  int h = 0, d = 0;
+  DType dt = DType::BF16;
+  std::vector<Tensor> host_k, host_v;  // per segment, F32 [tokens, h, d], already rounded
+  std::vector<KVSegment> host_segs, dev_segs;
+  std::vector<Tensor> keep;  // device memory the segments point into
+  std::vector<std::unique_ptr<KVStream>> streams;
+  int64_t keys = 0;
+};
+
+// Segment kinds: 'p' = a page of a pool written by store_kv, 's' = a KVStream (appended in
+// frames of `frame` rows), 'd' = its own device tensor.
+struct SegSpec {
+  char kind;
+  int64_t tokens;
+  int64_t frame = 0;
+};
+
+KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& specs, float kscale) {
+  KvSet s;
+  s.h = h;
+  s.d = d;
+  s.dt = dt;
+  // One pool holds every 'p' page, in reverse order (like the reference's LIFO page free list).
+  int64_t pool_pages = 0, page_tokens = 0;
+  for (const auto& sp : specs)
+    if (sp.kind == 'p') {
+      ++pool_pages;
+      page_tokens = std::max(page_tokens, sp.tokens);
+    }
+  Tensor pool_k, pool_v;
+  if (pool_pages) {
+    pool_k = gpu().alloc({pool_pages * page_tokens, h, d}, dt);
+    pool_v = gpu().alloc({pool_pages * page_tokens, h, d}, dt);
+    s.keep.push_back(pool_k);
+    s.keep.push_back(pool_v);
+  }
+  const size_t row_bytes = static_cast<size_t>(h) * d * dtype_size(dt);
+  int64_t next_page = pool_pages - 1;
+  for (const auto& sp : specs) {
+    Tensor k = round_to(rng.tensor({sp.tokens, h, d}, -kscale, kscale), dt);
+    Tensor v = round_to(rng.tensor({sp.tokens, h, d}), dt);
+    s.host_k.push_back(k);
+    s.host_v.push_back(v);
+    s.host_segs.push_back({k.raw(), v.raw(), static_cast<int32_t>(sp.tokens)});
+    s.keys += sp.tokens;
+    if (sp.kind == 'p') {
+      const size_t at = static_cast<size_t>(next_page--) * page_tokens * row_bytes;
+      char* kd = static_cast<char*>(pool_k.raw()) + at;
+      char* vd = static_cast<char*>(pool_v.raw()) + at;
+      gpu().store_kv(gpu().upload(k, DType::F32), gpu().upload(v, DType::F32), kd, vd, dt);
+      s.dev_segs.push_back({kd, vd, static_cast<int32_t>(sp.tokens)});
+    } else if (sp.kind == 's') {
+      auto stream = std::make_unique<KVStream>(gpu(), h, d, dt, 512);
+      Tensor gk = gpu().upload(k, DType::F32), gv = gpu().upload(v, DType::F32);
+      for (int64_t r = 0; r < sp.tokens; r += sp.frame) {
+        const int64_t e = std::min(sp.tokens, r + sp.frame);
+        stream->append(gk.slice(r, e), gv.slice(r, e));
+      }
+      stream->segments(s.dev_segs);
+      s.streams.push_back(std::move(stream));
+    } else {
+      Tensor gk = gpu().upload(k, dt), gv = gpu().upload(v, dt);
+      s.keep.push_back(gk);
+      s.keep.push_back(gv);
+      s.dev_segs.push_back({gk.raw(), gv.raw(), static_cast<int32_t>(sp.tokens)});
+    }
+  }
+  return s;
+}
+
+// Runs the GPU on all queries and the CPU on `rows` (all when empty), and compares those rows.
+void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double tol,
+                     std::vector<int64_t> rows = {}, float qscale = 1.f) {
+  const int h = kv.h, d = kv.d;
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  Tensor q = round_to(rng.tensor({nq, h, d}, -qscale, qscale), kv.dt);
+  Tensor gq = gpu().upload(q, kv.dt);
+  // The tensor-core path has two CTA shapes (LINGBOT_ATTN_WARPS); both must agree with the CPU.
+  const bool two_shapes = kv.dt == DType::BF16 && d == 64;
+  std::vector<Tensor> outs;
+  for (const char* warps : {"8", "4"}) {
+    if (!two_shapes && outs.size() == 1) break;
+    setenv("LINGBOT_ATTN_WARPS", warps, 1);
+    Tensor out = poisoned({nq, h, d}, out_dt);
+    gpu().attention(gq, kv.dev_segs, scale, out);
+    outs.push_back(gpu().download(out));
+  }
+  unsetenv("LINGBOT_ATTN_WARPS");
+
+  if (rows.empty()) {
+    rows.resize(nq);
+    std::iota(rows.begin(), rows.end(), 0);
+  }
+  const int64_t nr = static_cast<int64_t>(rows.size()), row = int64_t(h) * d;
+  Tensor qs = Tensor::zeros({nr, h, d});
+  for (int64_t i = 0; i < nr; ++i)
+    std::memcpy(qs.f32() + i * row, q.f32() + rows[i] * row, row * 4);
+  Tensor want = Tensor::zeros({nr, h, d});
+  cpu().attention(qs, kv.host_segs, scale, want);
+  for (size_t v = 0; v < outs.size(); ++v) {
+    const Tensor& got = outs[v];
+    Tensor gs = Tensor::zeros({nr, h, d});
+    for (int64_t i = 0; i < nr; ++i)
+      std::memcpy(gs.f32() + i * row, got.f32() + rows[i] * row, row * 4);
+    const auto a = test::compare(gs, want);
+    EXPECT_LT(a.relative(), tol) << "nq=" << nq << " keys=" << kv.keys
+                                 << " segments=" << kv.dev_segs.size() << " variant " << v
+                                 << " max|ref|=" << a.max_abs_ref;
+    // Rows outside the checked subset must still have been written.
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_TRUE(std::isfinite(got.f32()[i])) << "unwritten output element " << i;
+  }
+}
+
+std::vector<int64_t> spread_rows(int64_t nq, int64_t head, int64_t tail) {
+  std::vector<int64_t> r;
+  for (int64_t i = 0; i < std::min(head, nq); ++i) r.push_back(i);
+  for (int64_t i = std::max(head, nq - tail); i < nq; ++i) r.push_back(i);
+  return r;
+}
+
+TEST(GpuOps, AttentionF32SmallAndOdd) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  check_attention(rng, make_kv(rng, 2, 64, DType::F32, {{'d', 26}}, 1.f), 7, DType::F32, kTolF32);
+  check_attention(rng, make_kv(rng, 3, 64, DType::F32, {{'d', 1}}, 1.f), 1, DType::F32, kTolF32);
+  check_attention(rng,
+                  make_kv(rng, 16, 64, DType::F32,
+                          {{'d', 5}, {'p', 972}, {'d', 1}, {'s', 300, 6}, {'d', 978}}, 2.f),
+                  37, DType::F32, kTolF32, {}, 3.f);
+}
+
+TEST(GpuOps, AttentionF32OtherHeadDims) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  check_attention(rng, make_kv(rng, 4, 128, DType::F32, {{'d', 40}, {'s', 66, 6}, {'d', 9}}, 1.f),
+                  9, DType::F32, kTolF32, {}, 2.f);
+  check_attention(rng, make_kv(rng, 2, 32, DType::F32, {{'d', 700}, {'d', 3}}, 1.f), 5, DType::F32,
+                  kTolF32);
+  check_attention(rng, make_kv(rng, 1, 256, DType::F32, {{'d', 50}, {'d', 21}}, 1.f), 3, DType::F32,
+                  kTolF32);
+}
+
+TEST(GpuOps, AttentionBF16OneFrame) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // Frame attention: 978 queries over the frame's own 978 keys, all rows checked.
+  check_attention(rng, make_kv(rng, 16, 64, DType::BF16, {{'d', 978}}, 1.f), 978, DType::BF16,
+                  kTolAttnBF16, spread_rows(978, 200, 100), 3.f);
+}
+
+TEST(GpuOps, AttentionBF16TinyAndOdd) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (DType out : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(out));
+    check_attention(rng, make_kv(rng, 16, 64, DType::BF16, {{'d', 26}}, 1.f), 1, out, kTolAttnBF16);
+    check_attention(rng, make_kv(rng, 3, 64, DType::BF16, {{'d', 3}, {'d', 61}, {'d', 36}}, 1.f),
+                    37, out, kTolAttnBF16, {}, 4.f);
+    check_attention(rng, make_kv(rng, 2, 64, DType::BF16, {{'d', 130}, {'s', 66, 6}}, 1.f), 65, out,
+                    kTolAttnBF16, {}, 2.f);
+  }
+}
+
+TEST(GpuOps, AttentionBF16EightFrames) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // Phase 1: 8 frames attend to all 8 frames.
+  std::vector<SegSpec> specs(8, SegSpec{'d', 978});
+  check_attention(rng, make_kv(rng, 16, 64, DType::BF16, specs, 1.f), 8 * 978, DType::BF16,
+                  kTolAttnBF16, spread_rows(8 * 978, 24, 40), 3.f);
+}
+
+std::vector<SegSpec> streaming_cache(int scale_pages, int window_pages, int special_frames) {
+  std::vector<SegSpec> specs;
+  for (int i = 0; i < scale_pages + window_pages; ++i) specs.push_back({'p', 972});
+  if (special_frames) specs.push_back({'s', 6LL * special_frames, 6});
+  specs.push_back({'d', 978});  // the current frame
+  return specs;
+}
+
+TEST(GpuOps, AttentionBF16PagedStreamingCache) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // Full window: 8 scale pages + 64 window pages + specials of 200 evicted frames + current
+  // frame = 72,162 keys in 77 segments (the special stream spans 3 chunks of 512 rows).
+  KvSet kv = make_kv(rng, 16, 64, DType::BF16, streaming_cache(8, 64, 200), 1.f);
+  EXPECT_EQ(kv.keys, 72 * 972 + 1200 + 978);
+  check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 16, 20), 3.f);
+  // Peaky softmax: large logits stress the running-max rescaling across tiles and splits.
+  check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 8, 8), 12.f);
+  // Early stream: 8 scale pages + a few window pages, no specials yet.
+  check_attention(rng, make_kv(rng, 16, 64, DType::BF16, streaming_cache(8, 3, 0), 1.f), 978,
+                  DType::F32, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
+}
+
+TEST(GpuOps, AttentionBF16GenericHeadDim128) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // The camera head's geometry (head_dim 128) runs the generic kernel in bf16.
+  check_attention(rng,
+                  make_kv(rng, 4, 128, DType::BF16, {{'d', 300}, {'s', 120, 6}, {'d', 1}}, 1.f), 17,
+                  DType::BF16, kTolAttnBF16, {}, 2.f);
+}
+
+TEST(GpuOps, AttentionF32LongPagedCache) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // Float32 mode over the full streaming key set (generic kernel, split across the keys).
+  KvSet kv = make_kv(rng, 16, 64, DType::F32, streaming_cache(8, 64, 120), 1.f);
+  check_attention(rng, kv, 978, DType::F32, kTolF32, spread_rows(978, 8, 8), 3.f);
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(GpuOps, PatchifyMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  Tensor img = rng.tensor({2, 3, 28, 42});
+  Tensor want = Tensor::zeros({2 * 2 * 3, 3 * 14 * 14});
+  cpu().patchify(img, 14, want);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor rows = poisoned(want.shape(), dt);
+    gpu().patchify(gpu().upload(img, DType::F32), 14, rows);
+    EXPECT_EQ(rel_err(rows, round_to(want, dt)), 0.0) << dtype_name(dt);
+  }
+}
+
+TEST(GpuOps, Conv2dMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    Shape x;
+    int64_t co, k;
+    int stride, pad;
+    bool bias;
+  };
+  const Case cases[] = {{{2, 5, 13, 17}, 7, 3, 1, 1, true},
+                        {{1, 8, 15, 16}, 4, 3, 2, 1, true},
+                        {{2, 16, 9, 11}, 12, 1, 1, 0, false},
+                        {{1, 3, 28, 28}, 6, 14, 14, 0, true},
+                        {{1, 64, 20, 24}, 32, 3, 1, 1, true}};
+  for (const auto& c : cases) {
+    const int64_t ho = (c.x[2] + 2 * c.pad - c.k) / c.stride + 1;
+    const int64_t wo = (c.x[3] + 2 * c.pad - c.k) / c.stride + 1;
+    SCOPED_TRACE(shape_str(c.x) + " k=" + std::to_string(c.k) + " s=" + std::to_string(c.stride));
+    Tensor x = rng.tensor(c.x), w = rng.tensor({c.co, c.x[1], c.k, c.k}, -.3f, .3f);
+    Tensor b = rng.tensor({c.co});
+    Tensor want = Tensor::zeros({c.x[0], c.co, ho, wo});
+    cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, c.pad, want);
+    Tensor gb = gpu().upload(b, DType::F32);
+    Tensor y = poisoned(want.shape(), DType::F32);
+    gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
+                 c.stride, c.pad, y);
+    EXPECT_LT(rel_err(y, want), kTolF32);
+  }
+}
+
+TEST(GpuOps, ConvTranspose2dMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (int k : {2, 4}) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    Tensor x = rng.tensor({2, 6, 5, 7}), w = rng.tensor({6, 4, k, k}), b = rng.tensor({4});
+    Tensor want = Tensor::zeros({2, 4, 5 * k, 7 * k});
+    cpu().conv_transpose2d(x, w, &b, k, want);
+    Tensor gb = gpu().upload(b, DType::F32);
+    Tensor y = poisoned(want.shape(), DType::F32);
+    gpu().conv_transpose2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), &gb, k, y);
+    EXPECT_LT(rel_err(y, want), kTolF32);
+  }
+}
+
+TEST(GpuOps, UpsampleBilinearMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    Shape in, out;
+  };
+  for (const Case& c : {Case{{2, 3, 7, 9}, {2, 3, 28, 36}}, Case{{1, 2, 13, 17}, {1, 2, 29, 31}},
+                        Case{{1, 1, 5, 6}, {1, 1, 1, 4}}, Case{{1, 4, 30, 40}, {1, 4, 15, 20}}}) {
+    SCOPED_TRACE(shape_str(c.in) + " -> " + shape_str(c.out));
+    Tensor x = rng.tensor(c.in);
+    Tensor want = Tensor::zeros(c.out);
+    cpu().upsample_bilinear(x, want);
+    Tensor y = poisoned(c.out, DType::F32);
+    gpu().upsample_bilinear(gpu().upload(x, DType::F32), y);
+    EXPECT_LT(rel_err(y, want), kTolF32);
+  }
+}
+
+TEST(GpuOps, ReportsBadShapes) {
+  REQUIRE_GPU();
+  Tensor x = gpu().alloc({4, 8}, DType::F32), w = gpu().alloc({5, 9}, DType::F32);
+  Tensor y = gpu().alloc({4, 5}, DType::F32);
+  EXPECT_THROW(gpu().linear(x, w, nullptr, y), Error);
+  Tensor host = Tensor::zeros({4, 8});
+  EXPECT_THROW(gpu().layer_norm(host, nullptr, nullptr, 1e-5f, y), Error);
+  Tensor q = gpu().alloc({2, 1, 64}, DType::BF16), o = gpu().alloc({2, 1, 64}, DType::BF16);
+  EXPECT_THROW(gpu().attention(q, {}, 0.125f, o), Error);
+}
+
+}  // namespace
+}  // namespace lingbot
