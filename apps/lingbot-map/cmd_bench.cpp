@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "lingbot/error.h"
+#include "util/profile.h"
 
 namespace lingbot::cli {
 namespace {
@@ -45,7 +46,10 @@ int bench(const BenchArgs& a) {
     const auto before = clock::now();
     session->push(frame, on_result);  // the scale_frames-th push runs phase 1
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - before).count();
-    if (i + 1 == a.stream.scale_frames) phase1_ms = ms;
+    if (i + 1 == a.stream.scale_frames) {
+      phase1_ms = ms;
+      Profile::reset();  // the breakdown covers phase-2 frames
+    }
     if (i >= a.stream.scale_frames) frame_ms.push_back(ms);
   }
   session->finish(on_result);
@@ -66,6 +70,11 @@ int bench(const BenchArgs& a) {
               load_s, a.stream.scale_frames, phase1_ms, at(0.1), at(0.5), at(0.9));
   std::printf("streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB\n", fps, total_s,
               ru.ru_maxrss / 1048576.0);
+  if (Profile::enabled() && !frame_ms.empty()) {
+    std::printf("per phase-2 frame, synchronized stages (LINGBOT_PROFILE=1):\n");
+    for (auto& [stage, ms] : Profile::totals_ms())
+      std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms / frame_ms.size());
+  }
   if (!a.json.empty()) {
     nlohmann::ordered_json j = {{"arch", info.arch}, {"backend", info.backend}, {"height", a.height},
                                 {"width", a.width}, {"frames", a.frames},

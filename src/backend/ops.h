@@ -56,6 +56,9 @@ class Backend {
   virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same numel; converts dtype
   virtual void fill(Tensor& t, float value) = 0;
   virtual void synchronize() {}
+  // Lets F32 convolutions use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation), as
+  // PyTorch does for cuDNN convolutions by default. Off unless asked; the CPU ignores it.
+  virtual void allow_tf32_convolutions(bool on) {}
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,

@@ -5,6 +5,7 @@
 
 #include "lingbot/error.h"
 #include "model/rope.h"
+#include "util/profile.h"
 
 namespace lingbot {
 
@@ -60,7 +61,10 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   // Tokens: [camera, registers, scale, patches] per frame. Variant 0 of camera/registers marks
   // the first frame of the sequence; scale variant 0 marks the scale frames (reference rule on
   // the virtual frame index stored + i).
-  const Tensor& dino = dino_.forward(b, images);
+  const Tensor& dino = [&]() -> const Tensor& {
+    ProfileScope ps(b, "dino trunk");
+    return dino_.forward(b, images);
+  }();
   const int64_t stored = cache.stored_frames();
   const int64_t total = stored > 0 ? stored + s : s;
   const int64_t e = std::min(scale_frames, total);
@@ -93,16 +97,23 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
     for (int64_t f = 0; f < s; ++f) cache.store(layer, f, k4[f], v4[f]);
     segments_.clear();
     cache.segments(layer, segments_);
+    ProfileScope ps(b, "global attention (paged)");
     b.attention(q, segments_, scale, out);
   };
 
   Tensor x = wk.x.reshape({m, c});
   size_t next_emit = 0;
   for (layer = 0; layer < cfg_.depth; ++layer) {
-    block_forward(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
+    {
+      ProfileScope ps(b, "frame blocks");
+      block_forward(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
+    }
     const bool emit = next_emit < cfg_.selected.size() && cfg_.selected[next_emit] == layer;
     if (emit) b.copy(x, wk.frame_out);
-    block_forward(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+    {
+      ProfileScope ps(b, "global blocks (all)");
+      block_forward(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+    }
     if (emit) {
       Tensor out = wk.emitted[next_emit].reshape({m, 2 * c});
       b.concat_last(wk.frame_out, x, out);

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include "lingbot/error.h"
+#include "util/profile.h"
 
 namespace lingbot {
 
@@ -31,6 +32,9 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
   dpt.patch = static_cast<int>(cfg_.patch);
   depth_.load(weights, dpt);
   weights.finish();
+  // The reference runs its depth head's convolutions on TF32 tensor cores (PyTorch's cuDNN
+  // default); the reduced-precision mode does the same, the float32 mode stays exact.
+  backend_.allow_tf32_convolutions(cfg_.compute != DType::F32);
 }
 
 KVCacheConfig Model::kv_config(int64_t height, int64_t width, int64_t scale_frames,
@@ -69,7 +73,11 @@ Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCac
     backend_.copy(layers[3][f].slice(0, 1), dst);
   }
   Output out;
-  out.pose_enc = camera_.forward(backend_, cam_tokens_, camera, store, camera_iterations);
+  {
+    ProfileScope ps(backend_, "camera head");
+    out.pose_enc = camera_.forward(backend_, cam_tokens_, camera, store, camera_iterations);
+  }
+  ProfileScope ps(backend_, "depth head");
   DepthOutput d = depth_.forward(backend_, layers, static_cast<int>(h), static_cast<int>(w));
   out.depth = d.depth;
   out.conf = d.conf;

@@ -645,7 +645,9 @@ TEST(GpuOps, AttentionF32LongPagedCache) {
   TRACE_SEED(rng);
   // Float32 mode over the full streaming key set (generic kernel, split across the keys).
   KvSet kv = make_kv(rng, 16, 64, DType::F32, streaming_cache(8, 64, 120), 1.f);
-  check_attention(rng, kv, 978, DType::F32, kTolF32, spread_rows(978, 8, 8), 3.f);
+  // Both sides sum ~71k fp32 products in different orders; the rounding of such a sum grows
+  // like sqrt(n) * eps (~1.6e-5 measured on the H200), so this case gets 4x the op tolerance.
+  check_attention(rng, kv, 978, DType::F32, 4 * kTolF32, spread_rows(978, 8, 8), 3.f);
 }
 
 // ------------------------------------------------------------------------------------------------

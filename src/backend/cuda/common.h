@@ -178,6 +178,7 @@ struct GemmArgs {
   const void* bias = nullptr;
   Elt bias_t = kF32;
   bool relu = false;
+  bool tf32 = false;  // F32 inputs may run on TF32 tensor cores (convolutions, when allowed)
 };
 bool gemm(Context& ctx, const GemmArgs& g);
 

@@ -118,6 +118,7 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override { LB_CUDA(cudaStreamSynchronize(s())); }
+  void allow_tf32_convolutions(bool on) override { tf32_convs_ = on; }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     const Elt wt = check_float(w, "linear", "weight");
@@ -380,6 +381,7 @@ class CudaBackend final : public Backend {
         g.ldb = kdim;
         g.d = yp + p0;
         g.ldd = npix;
+        g.tf32 = tf32_convs_;
         gemm(*ctx_, g);
       }
     }
@@ -413,6 +415,7 @@ class CudaBackend final : public Backend {
       g.ldb = rows;
       g.d = tmp;
       g.ldd = npix;
+      g.tf32 = tf32_convs_;
       gemm(*ctx_, g);
       cuda::scatter_transpose_conv(tmp, b ? b->f32() : nullptr, y.f32() + img * co * npix * k * k,
                                    co, static_cast<int>(k), hi, wi, s());
@@ -430,6 +433,7 @@ class CudaBackend final : public Backend {
  private:
   cudaStream_t s() const { return ctx_->stream; }
   std::shared_ptr<Context> ctx_;
+  bool tf32_convs_ = false;
 };
 
 std::shared_ptr<Context> make_context(int device) {

@@ -42,9 +42,10 @@ struct Key {
   int ab, d, bias_t;
   int epi;
   uint32_t align_a, align_b, align_d, align_bias;
+  bool tf32;
   auto tie() const {
     return std::tie(ta, tb, m, n, k, lda, ldb, ldd, ab, d, bias_t, epi, align_a, align_b, align_d,
-                    align_bias);
+                    align_bias, tf32);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -72,7 +73,9 @@ std::mutex g_plans_mu;
 std::map<Key, Plan> g_plans;
 
 bool build(const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o) {
-  if (cublasLtMatmulDescCreate(&o.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
+  const cublasComputeType_t compute =
+      g.tf32 && g.ab_t == kF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (cublasLtMatmulDescCreate(&o.op, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
     return false;
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -140,7 +143,8 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
           alignment(g.a),
           alignment(g.b),
           alignment(g.d),
-          g.bias ? alignment(g.bias) : 0u};
+          g.bias ? alignment(g.bias) : 0u,
+          g.tf32};
   // One lock over lookup and launch: the cached descriptor's bias pointer changes per call.
   std::lock_guard<std::mutex> lock(g_plans_mu);
   auto it = g_plans.find(key);

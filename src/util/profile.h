@@ -1,0 +1,41 @@
+// Wall-clock time per model stage, on when LINGBOT_PROFILE=1. Each scope synchronizes the
+// backend at both ends, so it measures device time too (and slows the run: profiling only).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "backend/ops.h"
+
+namespace lingbot {
+
+class Profile {
+ public:
+  static bool enabled();
+  static std::map<std::string, double>& totals_ms();  // stage -> accumulated ms
+  static void reset() { totals_ms().clear(); }
+};
+
+class ProfileScope {
+ public:
+  ProfileScope(Backend& b, const char* stage) : b_(b), stage_(stage), on_(Profile::enabled()) {
+    if (!on_) return;
+    b_.synchronize();
+    t0_ = std::chrono::steady_clock::now();
+  }
+  ~ProfileScope() {
+    if (!on_) return;
+    b_.synchronize();
+    Profile::totals_ms()[stage_] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  Backend& b_;
+  const char* stage_;
+  bool on_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace lingbot
