@@ -53,6 +53,8 @@ class EngineImpl final : public Engine {
     return {config_.arch, config_.dim, config_.depth, config_.heads, parameters_, backend_->name()};
   }
 
+  size_t device_memory_used() const override { return backend_->device_memory_used(); }
+
   std::unique_ptr<Session> start(const StreamOptions& options) override {
     return std::make_unique<StreamSession>(*model_, options);
   }

@@ -38,6 +38,7 @@ int bench(const BenchArgs& a) {
   Tensor frame = Tensor::zeros({3, a.height, a.width});
   std::vector<double> frame_ms;  // phase-2 frames, in order
   double phase1_ms = 0;
+  size_t peak_device = 0;
   int delivered = 0;
   auto on_result = [&](const FrameResult&) { ++delivered; };
   const auto t0 = clock::now();
@@ -46,6 +47,7 @@ int bench(const BenchArgs& a) {
     const auto before = clock::now();
     session->push(frame, on_result);  // the scale_frames-th push runs phase 1
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - before).count();
+    peak_device = std::max(peak_device, engine->device_memory_used());
     if (i + 1 == a.stream.scale_frames) {
       phase1_ms = ms;
       Profile::reset();  // the breakdown covers phase-2 frames
@@ -68,8 +70,8 @@ int bench(const BenchArgs& a) {
               a.stream.scale_frames, a.stream.window, a.stream.keyframe_interval);
   std::printf("load %.2f s | phase 1 (%d frames) %.1f ms | per frame at 10/50/90%%: %.1f / %.1f / %.1f ms\n",
               load_s, a.stream.scale_frames, phase1_ms, at(0.1), at(0.5), at(0.9));
-  std::printf("streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB\n", fps, total_s,
-              ru.ru_maxrss / 1048576.0);
+  std::printf("streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB | peak device memory %.2f GB\n",
+              fps, total_s, ru.ru_maxrss / 1048576.0, peak_device / 1e9);
   if (Profile::enabled() && !frame_ms.empty()) {
     std::printf("per phase-2 frame, synchronized stages (LINGBOT_PROFILE=1):\n");
     for (auto& [stage, ms] : Profile::totals_ms())
@@ -83,7 +85,8 @@ int bench(const BenchArgs& a) {
                                 {"camera_iterations", a.stream.camera_iterations}, {"load_s", load_s},
                                 {"phase1_ms", phase1_ms}, {"frame_ms_p10", at(0.1)},
                                 {"frame_ms_p50", at(0.5)}, {"frame_ms_p90", at(0.9)}, {"fps", fps},
-                                {"frame_ms", frame_ms}, {"peak_host_gb", ru.ru_maxrss / 1048576.0}};
+                                {"frame_ms", frame_ms}, {"peak_host_gb", ru.ru_maxrss / 1048576.0},
+                                {"peak_device_gb", peak_device / 1e9}};
     std::ofstream(a.json) << j.dump(1) << "\n";
   }
   return delivered == a.frames ? 0 : 1;

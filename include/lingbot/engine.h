@@ -83,6 +83,8 @@ class Engine {
   virtual ~Engine() = default;
   static std::unique_ptr<Engine> create(const EngineOptions& options);
   virtual ModelInfo info() const = 0;
+  // Device memory the process holds now (GPU backends; 0 on the CPU).
+  virtual size_t device_memory_used() const = 0;
   virtual std::unique_ptr<Session> start(const StreamOptions& options) = 0;
 };
 

@@ -59,6 +59,8 @@ class Backend {
   // Lets F32 convolutions use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation), as
   // PyTorch does for cuDNN convolutions by default. Off unless asked; the CPU ignores it.
   virtual void allow_tf32_convolutions(bool on) {}
+  // Device memory in use by the whole process (driver view), 0 on the CPU.
+  virtual size_t device_memory_used() const { return 0; }
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,

@@ -119,6 +119,11 @@ class CudaBackend final : public Backend {
 
   void synchronize() override { LB_CUDA(cudaStreamSynchronize(s())); }
   void allow_tf32_convolutions(bool on) override { tf32_convs_ = on; }
+  size_t device_memory_used() const override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    return total - free;
+  }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     const Elt wt = check_float(w, "linear", "weight");
