@@ -1,5 +1,7 @@
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "commands.h"
@@ -13,10 +15,11 @@ namespace {
 
 struct RunArgs {
   EngineOptions engine;
-  StreamOptions stream;
+  StreamOptions stream{.keyframe_interval = 0};
   std::string input, preprocess = "crop", out, cache_stats;
   int size = 518;
   bool quiet = false;
+  ExportArgs exports;
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -26,9 +29,31 @@ PreprocessMode parse_mode(const std::string& m) {
   throw Error("unknown --preprocess mode '" + m + "' (crop, pad or none)");
 }
 
+// Exported frames keep their input's name (as PNG: they are the model input, re-encoded);
+// should two inputs differ only in extension, all fall back to numbered names.
+FrameNamer input_names(const std::vector<std::string>& paths) {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const auto& p : paths) {
+    names.push_back(std::filesystem::path(p).stem().string() + ".png");
+    if (!seen.insert(names.back()).second) return default_frame_name;
+  }
+  return [names](int64_t i) {
+    return i >= 0 && i < static_cast<int64_t>(names.size()) ? names[i] : default_frame_name(i);
+  };
+}
+
 int run(const RunArgs& a) {
   const PreprocessMode mode = parse_mode(a.preprocess);
   const std::vector<std::string> paths = list_images(a.input);
+  RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input_names(paths))};
+  StreamOptions stream = a.stream;
+  // The model was trained with video RoPE over 320 views; longer videos keep about that many
+  // keyframes, as the reference demo does.
+  if (stream.keyframe_interval == 0) {
+    const int64_t n = static_cast<int64_t>(paths.size());
+    stream.keyframe_interval = n > 320 ? static_cast<int>((n + 319) / 320) : 1;
+  }
   auto engine = Engine::create(a.engine);
   size_t next = 0;
   FrameSource source = [&]() -> std::optional<Tensor> {
@@ -42,9 +67,11 @@ int run(const RunArgs& a) {
       throw Error(path + ": " + what);
     }
   };
-  RunSummary s = run_stream(*engine, a.stream, source, {a.out, a.cache_stats, a.quiet});
+  RunSummary s = run_stream(*engine, stream, source, outputs);
   std::printf("%lld frames in %.2f s (%.2f frames/s); wrote %s/predictions.safetensors\n",
               static_cast<long long>(s.frames), s.seconds, s.frames / s.seconds, a.out.c_str());
+  if (!outputs.exports.formats.empty())
+    std::printf("exports in %s/: %s\n", a.out.c_str(), join(outputs.exports.formats).c_str());
   return 0;
 }
 
@@ -60,8 +87,9 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 16));
   sub->add_option("--window", s.window, "sliding window of cached frames")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--keyframe-interval", s.keyframe_interval, "cache every N-th frame")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--keyframe-interval", s.keyframe_interval,
+                  "cache every N-th frame (0 = auto: ceil(frames / 320) beyond 320 frames)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   sub->add_option("--camera-iterations", s.camera_iterations, "camera-head refinement steps")
       ->capture_default_str()->check(CLI::Range(1, 64));
 }
@@ -77,6 +105,7 @@ void add_run(CLI::App& app) {
   sub->add_option("--out", a->out, "output folder")->required();
   sub->add_option("--cache-stats", a->cache_stats, "write KV-cache counters per frame (JSON lines)");
   sub->add_flag("--quiet", a->quiet, "no per-frame progress");
+  add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return run(*a); }});
 }
 
