@@ -1,0 +1,279 @@
+#include "stream/windowed.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "lingbot/error.h"
+#include "model/pose.h"
+
+namespace lingbot {
+namespace {
+
+using Mat3 = std::array<std::array<double, 3>, 3>;
+
+Mat3 rotation_of(const std::array<float, 9>& pose_enc) {
+  // The size only feeds the intrinsics, which are not used here.
+  const CameraPose p = decode_pose(pose_enc.data(), 2, 2);
+  Mat3 R;
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) R[a][b] = p.c2w[a][b];
+  return R;
+}
+
+std::array<double, 3> rotate(const Mat3& R, const float* v) {
+  std::array<double, 3> out{};
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) out[a] += R[a][b] * v[b];
+  return out;
+}
+
+void check_options(const WindowedOptions& o) {
+  LINGBOT_CHECK(o.scale_frames >= 1, "windowed mode needs at least 1 scale frame, got " +
+                                         std::to_string(o.scale_frames));
+  LINGBOT_CHECK(o.window_size >= 1,
+                "the window size (KV slots per window) must be at least 1, got " +
+                    std::to_string(o.window_size));
+}
+
+WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
+                            const std::function<Tensor(int64_t)>& frame_at, int scale_frames) {
+  WindowPrediction w;
+  const int64_t scale = std::min<int64_t>(scale_frames, end - begin);
+  auto collect = [&](const FrameResult& r) {
+    if (w.pose_enc.empty()) {
+      w.height = r.height;
+      w.width = r.width;
+    }
+    w.pose_enc.push_back(r.pose_enc);
+    w.depth.insert(w.depth.end(), r.depth.begin(), r.depth.end());
+    w.conf.insert(w.conf.end(), r.confidence.begin(), r.confidence.end());
+    w.frame_type.push_back(r.index < scale ? 0 : r.keyframe ? 1 : 2);
+  };
+  for (int64_t i = begin; i < end; ++i) session.push(frame_at(i), collect);
+  session.finish(collect);  // a window shorter than the scale block runs it here
+  LINGBOT_CHECK(w.frames() == end - begin, "window [" + std::to_string(begin) + ", " +
+                                               std::to_string(end) + ") returned " +
+                                               std::to_string(w.frames()) + " frames");
+  return w;
+}
+
+}  // namespace
+
+int64_t resolve_overlap(int64_t frames, const WindowedOptions& options) {
+  check_options(options);
+  const int64_t ws = std::min<int64_t>(options.scale_frames, frames);
+  int64_t o = ws;
+  if (options.overlap_keyframes >= 0) {
+    o = std::max<int64_t>(
+        ws, int64_t{options.overlap_keyframes} * std::max(options.keyframe_interval, 1));
+  } else if (options.overlap >= 0) {
+    o = options.overlap;
+  }
+  return frames > 1 ? std::min(o, frames - 1) : 0;
+}
+
+std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,
+                                                      const WindowedOptions& options) {
+  check_options(options);
+  if (frames <= 0) return {};
+  const int64_t ws = std::min<int64_t>(options.scale_frames, frames);
+  const int64_t k = std::max(options.keyframe_interval, 1);
+  const int64_t keyframes = std::max<int64_t>(options.window_size - ws, 0);
+  const int64_t effective = std::min(ws + keyframes * k, frames);
+  if (effective >= frames) return {{0, frames}};
+  const int64_t step = std::max<int64_t>(effective - resolve_overlap(frames, options), 1);
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (int64_t s = 0;; s += step) {
+    windows.emplace_back(s, std::min(s + effective, frames));
+    if (windows.back().second == frames) break;
+  }
+  return windows;
+}
+
+Sim3 estimate_alignment(const WindowPrediction& previous, const WindowPrediction& current,
+                        int64_t overlap) {
+  const int64_t tp = previous.frames(), tc = current.frames();
+  if (overlap <= 0 || tp == 0 || tc == 0) return {};
+  const int64_t start = std::max<int64_t>(tp - overlap, 0);
+  const int64_t n = std::min({overlap, tp - start, tc});
+  std::vector<int64_t> paired;
+  for (int64_t o = 0; o < n; ++o)
+    if (previous.is_keyframe(start + o) && current.is_keyframe(o)) paired.push_back(o);
+  // Without a common keyframe the reference falls back to the first overlap frame.
+  if (paired.empty()) paired.push_back(0);
+  const int64_t anchor = paired.back();
+
+  Sim3 tf;
+  const Mat3 rp = rotation_of(previous.pose_enc[start + anchor]);
+  const Mat3 rc = rotation_of(current.pose_enc[anchor]);
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      double v = 0;
+      for (int c = 0; c < 3; ++c) v += rp[a][c] * rc[b][c];
+      tf.R[a][b] = v;
+    }
+
+  const int64_t plane = current.height * current.width;
+  LINGBOT_CHECK(previous.height == current.height && previous.width == current.width,
+                "windows to align must have one image size");
+  std::vector<float> ratios;
+  ratios.reserve(paired.size() * plane);
+  for (const int64_t o : paired) {
+    const float* dp = previous.depth.data() + (start + o) * plane;
+    const float* dc = current.depth.data() + o * plane;
+    for (int64_t i = 0; i < plane; ++i) {
+      if (!std::isfinite(dp[i]) || !std::isfinite(dc[i]) || !(std::fabs(dc[i]) > FLT_EPSILON))
+        continue;
+      // float32 division as the reference does, so that the median picks the same value.
+      ratios.push_back(dp[i] / dc[i]);
+    }
+  }
+  if (!ratios.empty()) {
+    // torch.median: the lower of the two middle values for an even count.
+    const auto mid = ratios.begin() + (ratios.size() - 1) / 2;
+    std::nth_element(ratios.begin(), mid, ratios.end());
+    tf.s = std::clamp(*mid, 1e-3f, 1e3f);
+  }
+
+  const auto cc = rotate(tf.R, current.pose_enc[anchor].data());
+  for (int a = 0; a < 3; ++a) tf.t[a] = previous.pose_enc[start + anchor][a] - tf.s * cc[a];
+  return tf;
+}
+
+void warp_window(WindowPrediction& window, const Sim3& tf) {
+  for (auto& pe : window.pose_enc) {
+    const Mat3 local = rotation_of(pe);
+    const auto centre = rotate(tf.R, pe.data());
+    CameraPose p{};
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < 3; ++b) {
+        double v = 0;
+        for (int c = 0; c < 3; ++c) v += tf.R[a][c] * local[c][b];
+        p.c2w[a][b] = static_cast<float>(v);
+      }
+      p.c2w[a][3] = static_cast<float>(tf.s * centre[a] + tf.t[a]);
+    }
+    p.K[0][0] = p.K[1][1] = p.K[2][2] = 1;  // placeholder: the field of view is kept as it was
+    float out[9];
+    encode_pose(p, 2, 2, out);
+    std::copy(out, out + 7, pe.begin());
+  }
+  const float s = static_cast<float>(tf.s);
+  for (float& d : window.depth) d *= s;
+}
+
+WindowedResult run_windowed(Engine& engine, int64_t frames,
+                            const std::function<Tensor(int64_t)>& frame_at,
+                            const WindowedOptions& options,
+                            const std::function<void(const char*)>& log) {
+  WindowedResult out;
+  out.windows = plan_windows(frames, options);
+  const int64_t overlap = resolve_overlap(frames, options);
+  const int64_t n_windows = static_cast<int64_t>(out.windows.size());
+  if (n_windows == 0) {
+    out.pose_enc = Tensor::zeros({0, 9});
+    out.depth = Tensor::zeros({0, 0, 0});
+    out.depth_conf = Tensor::zeros({0, 0, 0});
+    out.frame_type = Tensor::zeros({0}, DType::U8);
+    out.is_keyframe = Tensor::zeros({0}, DType::Bool);
+    out.chunk_scales = Tensor::zeros({0});
+    out.chunk_transforms = Tensor::zeros({0, 4, 4});
+    out.c2w = Tensor::zeros({0, 3, 4});
+    out.w2c = Tensor::zeros({0, 3, 4});
+    out.intrinsics = Tensor::zeros({0, 3, 3});
+    return out;
+  }
+  // The reference would stitch nothing from such windows and return fewer frames than it was
+  // given (spec 03 §8); refusing is more useful than a silently shortened result.
+  const int64_t first_len = out.windows[0].second - out.windows[0].first;
+  LINGBOT_CHECK(n_windows == 1 || overlap < first_len,
+                "the overlap (" + std::to_string(overlap) +
+                    " frames) must be shorter than a window (" + std::to_string(first_len) +
+                    " frames = scale frames + (window size - scale frames) x keyframe interval); "
+                    "lower the overlap or raise the window size");
+
+  out.chunk_scales = Tensor::zeros({n_windows});
+  out.chunk_transforms = Tensor::zeros({n_windows, 4, 4});
+  out.frame_type = Tensor::zeros({frames}, DType::U8);
+  out.is_keyframe = Tensor::zeros({frames}, DType::Bool);
+  out.pose_enc = Tensor::zeros({frames, 9});
+
+  auto session = engine.start({.scale_frames = options.scale_frames,
+                               .window = options.sliding_window,
+                               .keyframe_interval = options.keyframe_interval,
+                               .camera_iterations = options.camera_iterations});
+  WindowPrediction previous;
+  int64_t written = 0, height = 0, width = 0;
+  for (int64_t j = 0; j < n_windows; ++j) {
+    const auto [begin, end] = out.windows[j];
+    if (j > 0) session->reset();
+    WindowPrediction current = run_window(*session, begin, end, frame_at, options.scale_frames);
+    if (j == 0) {
+      height = current.height;
+      width = current.width;
+      out.depth = Tensor::zeros({frames, height, width});
+      out.depth_conf = Tensor::zeros({frames, height, width});
+    }
+    LINGBOT_CHECK(current.height == height && current.width == width,
+                  "all frames must have one size: window " + std::to_string(j) + " is " +
+                      std::to_string(current.width) + "x" + std::to_string(current.height) +
+                      ", window 0 " + std::to_string(width) + "x" + std::to_string(height));
+
+    Sim3 tf;
+    if (j > 0) tf = estimate_alignment(previous, current, overlap);
+    // A lone window is returned as predicted; with several, window 0 too goes through the warp
+    // (identity), which re-canonicalises its quaternions as the reference does.
+    if (n_windows > 1) warp_window(current, tf);
+
+    out.chunk_scales.f32()[j] = static_cast<float>(tf.s);
+    float* m = out.chunk_transforms.f32() + j * 16;
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < 3; ++b) m[a * 4 + b] = static_cast<float>(tf.R[a][b]);
+      m[a * 4 + 3] = static_cast<float>(tf.t[a]);
+    }
+    m[15] = 1;
+
+    const int64_t t = current.frames();
+    const int64_t keep = j + 1 == n_windows ? t : std::max<int64_t>(t - overlap, 0);
+    const int64_t plane = height * width;
+    LINGBOT_CHECK(written + keep <= frames, "windowed stitching overran the sequence");
+    for (int64_t i = 0; i < keep; ++i, ++written) {
+      std::copy(current.pose_enc[i].begin(), current.pose_enc[i].end(),
+                out.pose_enc.f32() + written * 9);
+      out.frame_type.data<uint8_t>()[written] = current.frame_type[i];
+      out.is_keyframe.data<bool>()[written] = current.is_keyframe(i);
+    }
+    std::memcpy(out.depth.f32() + (written - keep) * plane, current.depth.data(),
+                keep * plane * sizeof(float));
+    std::memcpy(out.depth_conf.f32() + (written - keep) * plane, current.conf.data(),
+                keep * plane * sizeof(float));
+    if (log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "window %lld/%lld: frames [%lld, %lld), scale %.6g",
+                    static_cast<long long>(j + 1), static_cast<long long>(n_windows),
+                    static_cast<long long>(begin), static_cast<long long>(end), tf.s);
+      log(line);
+    }
+    previous = std::move(current);
+  }
+  LINGBOT_CHECK(written == frames, "windowed stitching produced " + std::to_string(written) +
+                                       " frames for " + std::to_string(frames));
+
+  out.c2w = Tensor::zeros({frames, 3, 4});
+  out.w2c = Tensor::zeros({frames, 3, 4});
+  out.intrinsics = Tensor::zeros({frames, 3, 3});
+  for (int64_t i = 0; i < frames; ++i) {
+    const CameraPose p =
+        decode_pose(out.pose_enc.f32() + i * 9, static_cast<int>(height), static_cast<int>(width));
+    std::memcpy(out.c2w.f32() + i * 12, p.c2w, sizeof(p.c2w));
+    std::memcpy(out.w2c.f32() + i * 12, p.w2c, sizeof(p.w2c));
+    std::memcpy(out.intrinsics.f32() + i * 9, p.K, sizeof(p.K));
+  }
+  return out;
+}
+
+}  // namespace lingbot
