@@ -4,8 +4,11 @@
 // latency overlaps the GPU work as it does in the model; the Time column is per batch and
 // us_per_call / TFLOPs are per call. Skipped without a CUDA device.
 //
-// Environment knobs read by the attention kernel (for tuning runs): LINGBOT_ATTN_WARPS (4 or 8
-// warps per CTA), LINGBOT_ATTN_SPLITS (forced key-split count; 0 = automatic).
+// Environment knobs read by the attention dispatch (for tuning runs): LINGBOT_ATTN_IMPL (mma or
+// wgmma), LINGBOT_ATTN_WARPS (4 or 8 warps per mma CTA), LINGBOT_ATTN_POLY (1: a quarter of the
+// wgmma kernel's exponentials on the FMA pipe), LINGBOT_ATTN_SPLITS (forced key-split count;
+// 0 = automatic). The kernel argument picks the first three; on a GPU without wgmma the wgmma rows
+// run the mma kernel.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -81,7 +84,8 @@ void set_env(const char* name, int64_t v) {
   setenv(name, std::to_string(v).c_str(), 1);
 }
 
-// Args: keys, warps per CTA (4/8), forced splits (0 = automatic).
+// Args: keys, kernel (0 mma with 8 warps, 1 mma with 4 warps, 2 wgmma, 3 wgmma with polynomial
+// exponentials), forced splits (0 = automatic).
 void BM_PagedAttentionBF16(benchmark::State& state) {
   std::string why;
   Backend* be = gpu(&why);
@@ -89,8 +93,10 @@ void BM_PagedAttentionBF16(benchmark::State& state) {
     state.SkipWithError(("no CUDA backend: " + why).c_str());
     return;
   }
-  const int64_t keys = state.range(0);
-  set_env("LINGBOT_ATTN_WARPS", state.range(1));
+  const int64_t keys = state.range(0), kernel = state.range(1);
+  setenv("LINGBOT_ATTN_IMPL", kernel >= 2 ? "wgmma" : "mma", 1);
+  set_env("LINGBOT_ATTN_WARPS", kernel == 1 ? 4 : 8);
+  set_env("LINGBOT_ATTN_POLY", kernel == 3 ? 1 : 0);
   set_env("LINGBOT_ATTN_SPLITS", state.range(2));
   Pool& p = pool(*be, 72000);
   const auto segs = streaming_segments(p, keys);
@@ -108,8 +114,9 @@ void BM_PagedAttentionBF16(benchmark::State& state) {
     state.SetIterationTime(dt.count());
     total += dt.count();
   }
-  unsetenv("LINGBOT_ATTN_WARPS");
-  unsetenv("LINGBOT_ATTN_SPLITS");
+  for (const char* name :
+       {"LINGBOT_ATTN_IMPL", "LINGBOT_ATTN_WARPS", "LINGBOT_ATTN_POLY", "LINGBOT_ATTN_SPLITS"})
+    unsetenv(name);
   const double flops = 4.0 * kQueries * static_cast<double>(keys) * kHeads * kDim;
   const double calls = static_cast<double>(state.iterations()) * kCalls;
   state.counters["us_per_call"] = total / calls * 1e6;
@@ -117,15 +124,18 @@ void BM_PagedAttentionBF16(benchmark::State& state) {
   state.counters["segments"] = static_cast<double>(segs.size());
 }
 BENCHMARK(BM_PagedAttentionBF16)
-    ->ArgNames({"keys", "warps", "splits"})
-    ->Args({10000, 4, 0})
-    ->Args({10000, 8, 0})
-    ->Args({72000, 4, 0})
-    ->Args({72000, 8, 0})
-    ->Args({72000, 4, 1})
-    ->Args({72000, 4, 4})
-    ->Args({72000, 8, 2})
-    ->Args({72000, 8, 4})
+    ->ArgNames({"keys", "kernel", "splits"})
+    ->Args({10000, 0, 0})
+    ->Args({72000, 0, 0})
+    ->Args({72000, 1, 0})
+    ->Args({10000, 2, 0})
+    ->Args({72000, 2, 0})
+    ->Args({72000, 2, 2})
+    ->Args({72000, 2, 3})
+    ->Args({72000, 2, 4})
+    ->Args({10000, 3, 0})
+    ->Args({72000, 3, 0})
+    ->Args({72000, 3, 2})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);

@@ -20,6 +20,7 @@ struct DemoArgs {
   int frames = 24, width = 140, height = 112;
   std::string out = "lingbot-demo";
   bool quiet = false;
+  ExportArgs exports{.formats = "all"};
 };
 
 // A camera sliding and turning in front of a textured wall and floor; returns RGB bytes.
@@ -70,6 +71,13 @@ Tensor to_tensor(const ImageU8& img) {
 int demo(const DemoArgs& a) {
   LINGBOT_CHECK(a.width % 14 == 0 && a.height % 14 == 0, "--width and --height must be multiples of 14");
   LINGBOT_CHECK(a.frames >= 1, "--frames must be at least 1");
+  // Exported frames are named like the rendered ones in frames/.
+  const FrameNamer frame_name = [](int64_t i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(i));
+    return std::string(name);
+  };
+  RunOutputs outputs{a.out, "", a.quiet, export_options(a.exports, frame_name)};
   const std::string frames_dir = a.out + "/frames";
   std::error_code ec;
   std::filesystem::create_directories(frames_dir, ec);
@@ -79,12 +87,10 @@ int demo(const DemoArgs& a) {
   FrameSource source = [&]() -> std::optional<Tensor> {
     if (next == a.frames) return std::nullopt;
     ImageU8 img = render_frame(next, a.width, a.height);
-    char name[32];
-    std::snprintf(name, sizeof name, "/%06d.png", next++);
-    write_png(frames_dir + name, img);
+    write_png(frames_dir + "/" + frame_name(next++), img);
     return to_tensor(img);
   };
-  RunSummary s = run_stream(*engine, a.stream, source, {a.out, "", a.quiet});
+  RunSummary s = run_stream(*engine, a.stream, source, outputs);
   std::printf(
       "demo: %lld frames (%dx%d) in %.1f s, %.2f frames/s on %s\n"
       "  input frames:  %s/\n  predictions:   %s/predictions.safetensors\n"
@@ -92,6 +98,9 @@ int demo(const DemoArgs& a) {
       "With a real checkpoint: lingbot-map run --model lingbot-map.pt --input FRAMES --out DIR\n",
       static_cast<long long>(s.frames), a.width, a.height, s.seconds, s.frames / s.seconds,
       engine->info().backend.c_str(), frames_dir.c_str(), a.out.c_str());
+  if (!outputs.exports.formats.empty())
+    std::printf("  exports:       %s/ (%s)\n", a.out.c_str(),
+                join(outputs.exports.formats).c_str());
   return 0;
 }
 
@@ -108,6 +117,7 @@ void add_demo(CLI::App& app) {
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
   sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "no per-frame progress");
+  add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return demo(*a); }});
 }
 

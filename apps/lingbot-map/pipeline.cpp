@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "lingbot/error.h"
@@ -47,6 +48,37 @@ class PredictionsWriter {
 
 }  // namespace
 
+void add_export_options(CLI::App* sub, ExportArgs& a) {
+  sub->add_option("--export", a.formats,
+                  "files for other tools, comma-separated: tum, kitti, json, depth, ply, colmap, "
+                  "nerfstudio, all or none")
+      ->capture_default_str();
+  sub->add_option("--conf-threshold", a.conf_threshold,
+                  "points (ply, colmap) need a confidence above this")
+      ->capture_default_str();
+  sub->add_option("--point-stride", a.point_stride, "points from every N-th pixel in x and y")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--depth-scale", a.depth_scale, "16-bit depth PNG value = depth x this")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+ExportOptions export_options(const ExportArgs& a, FrameNamer name) {
+  ExportOptions o;
+  o.formats = parse_export_list(a.formats);
+  o.points = {.conf_threshold = a.conf_threshold, .stride = a.point_stride};
+  o.depth.depth_scale = a.depth_scale;
+  o.name = std::move(name);
+  return o;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
 RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameSource& source,
                       const RunOutputs& out) {
   std::error_code ec;
@@ -58,12 +90,25 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
     stats.open(out.cache_stats_path);
     if (!stats) throw Error("cannot write " + out.cache_stats_path);
   }
+  ExportOptions exports = out.exports;
+  if (exports.out_dir.empty()) exports.out_dir = out.out_dir;
+  auto sinks = make_sinks(exports);
+  // Results can come several frames after their push (the scale frames arrive together), so
+  // the frames wait here, by index, for the sinks that colour points or save images.
+  std::map<int64_t, Tensor> waiting;
+  int64_t pushed = 0;
   auto session = engine.start(options);
   PredictionsWriter predictions;
   RunSummary summary;
   const auto t0 = std::chrono::steady_clock::now();
   auto on_result = [&](const FrameResult& r) {
     predictions.add(r);
+    if (!sinks.empty()) {
+      auto it = waiting.find(r.index);
+      const Tensor* rgb = it == waiting.end() ? nullptr : &it->second;
+      for (auto& s : sinks) s->add(r, rgb);
+      if (it != waiting.end()) waiting.erase(it);
+    }
     ++summary.frames;
     if (stats.is_open()) {
       const CacheStats c = session->cache_stats();
@@ -80,8 +125,13 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
                    r.keyframe ? "" : " (non-keyframe)", summary.frames / s);
     }
   };
-  while (auto frame = source()) session->push(*frame, on_result);
+  while (auto frame = source()) {
+    if (!sinks.empty()) waiting.emplace(pushed, *frame);
+    ++pushed;
+    session->push(*frame, on_result);
+  }
   session->finish(on_result);
+  for (auto& s : sinks) s->finish();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (summary.frames == 0) throw Error("no frames to process");
   predictions.write(out.out_dir + "/predictions.safetensors");

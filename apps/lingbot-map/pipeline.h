@@ -2,10 +2,12 @@
 // results to the outputs.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <optional>
 #include <string>
 
+#include "io/sinks/sink.h"
 #include "lingbot/engine.h"
 
 namespace lingbot::cli {
@@ -17,7 +19,20 @@ struct RunOutputs {
   std::string out_dir;
   std::string cache_stats_path;  // JSON lines, empty = none
   bool quiet = false;
+  ExportOptions exports;  // written per frame as results arrive; out_dir empty = out_dir above
 };
+
+// The --export, --conf-threshold, --point-stride and --depth-scale flags of run and demo.
+struct ExportArgs {
+  std::string formats;
+  float conf_threshold = 1.5f;
+  int point_stride = 4;
+  float depth_scale = 1000;
+};
+void add_export_options(CLI::App* sub, ExportArgs& a);
+// Throws Error for an unknown format; `name` gives the exported frames' file names.
+ExportOptions export_options(const ExportArgs& a, FrameNamer name);
+std::string join(const std::vector<std::string>& items);  // "a, b, c"
 
 struct RunSummary {
   int64_t frames = 0;

@@ -497,24 +497,38 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
   return s;
 }
 
+// The kernels a bf16 head_dim-64 call can take: mma.sync with 8 or 4 warps per CTA everywhere,
+// and the wgmma kernel on compute capability 9.0 (the backend's name ends in "sm_90)").
+struct AttnVariant {
+  const char* impl;   // LINGBOT_ATTN_IMPL
+  const char* warps;  // LINGBOT_ATTN_WARPS, mma only
+};
+std::vector<AttnVariant> attention_variants(const KvSet& kv) {
+  if (kv.dt != DType::BF16 || kv.d != 64) return {{"default", nullptr}};
+  std::vector<AttnVariant> v = {{"mma", "8"}, {"mma", "4"}};
+  if (gpu().name().find(", sm_90)") != std::string::npos) v.push_back({"wgmma", nullptr});
+  return v;
+}
+
 // Runs the GPU on all queries and the CPU on `rows` (all when empty), and compares those rows.
+// Every kernel variant that can serve the call runs and is compared.
 void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double tol,
                      std::vector<int64_t> rows = {}, float qscale = 1.f) {
   const int h = kv.h, d = kv.d;
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   Tensor q = round_to(rng.tensor({nq, h, d}, -qscale, qscale), kv.dt);
   Tensor gq = gpu().upload(q, kv.dt);
-  // The tensor-core path has two CTA shapes (LINGBOT_ATTN_WARPS); both must agree with the CPU.
-  const bool two_shapes = kv.dt == DType::BF16 && d == 64;
+  const auto variants = attention_variants(kv);
   std::vector<Tensor> outs;
-  for (const char* warps : {"8", "4"}) {
-    if (!two_shapes && outs.size() == 1) break;
-    setenv("LINGBOT_ATTN_WARPS", warps, 1);
+  for (const auto& v : variants) {
+    setenv("LINGBOT_ATTN_IMPL", v.impl, 1);
+    if (v.warps) setenv("LINGBOT_ATTN_WARPS", v.warps, 1);
     Tensor out = poisoned({nq, h, d}, out_dt);
     gpu().attention(gq, kv.dev_segs, scale, out);
     outs.push_back(gpu().download(out));
+    unsetenv("LINGBOT_ATTN_WARPS");
   }
-  unsetenv("LINGBOT_ATTN_WARPS");
+  unsetenv("LINGBOT_ATTN_IMPL");
 
   if (rows.empty()) {
     rows.resize(nq);
@@ -533,11 +547,14 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
       std::memcpy(gs.f32() + i * row, got.f32() + rows[i] * row, row * 4);
     const auto a = test::compare(gs, want);
     EXPECT_LT(a.relative(), tol) << "nq=" << nq << " keys=" << kv.keys
-                                 << " segments=" << kv.dev_segs.size() << " variant " << v
+                                 << " segments=" << kv.dev_segs.size() << " kernel "
+                                 << variants[v].impl << (variants[v].warps ? "/" : "")
+                                 << (variants[v].warps ? variants[v].warps : "")
                                  << " max|ref|=" << a.max_abs_ref;
     // Rows outside the checked subset must still have been written.
     for (int64_t i = 0; i < got.numel(); ++i)
-      ASSERT_TRUE(std::isfinite(got.f32()[i])) << "unwritten output element " << i;
+      ASSERT_TRUE(std::isfinite(got.f32()[i]))
+          << "unwritten output element " << i << " kernel " << variants[v].impl;
   }
 }
 
@@ -624,9 +641,54 @@ TEST(GpuOps, AttentionBF16PagedStreamingCache) {
   check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 16, 20), 3.f);
   // Peaky softmax: large logits stress the running-max rescaling across tiles and splits.
   check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 8, 8), 12.f);
+  // A few queries over the whole window: one query tile, the key splits fill the GPU.
+  check_attention(rng, kv, 26, DType::BF16, kTolAttnBF16, {}, 3.f);
   // Early stream: 8 scale pages + a few window pages, no specials yet.
   check_attention(rng, make_kv(rng, 16, 64, DType::BF16, streaming_cache(8, 3, 0), 1.f), 978,
                   DType::F32, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
+}
+
+// 79 segments: 70 short ones of 1 to 61 keys (shorter than any tile) between pages of 972, a
+// special-token stream and the current frame. Tiles straddle many segment boundaries and some
+// tiles span several segments.
+std::vector<SegSpec> ragged_cache() {
+  std::vector<SegSpec> specs;
+  for (int i = 0; i < 4; ++i) specs.push_back({'p', 972});
+  for (int i = 0; i < 70; ++i) {
+    specs.push_back({'d', 1 + (i * 37) % 61});
+    if (i % 18 == 17) specs.push_back({'p', 972});
+  }
+  specs.push_back({'s', 6 * 45, 6});
+  specs.push_back({'d', 978});
+  return specs;
+}
+
+TEST(GpuOps, AttentionBF16RaggedSegments) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  KvSet kv = make_kv(rng, 16, 64, DType::BF16, ragged_cache(), 1.f);
+  EXPECT_GE(kv.dev_segs.size(), 78u);
+  check_attention(rng, kv, 26, DType::BF16, kTolAttnBF16, {}, 3.f);
+  check_attention(rng, kv, 978, DType::F32, kTolAttnBF16, spread_rows(978, 12, 12), 3.f);
+  // Few heads: the automatic split count goes up to fill the GPU, so the merge runs.
+  check_attention(rng, make_kv(rng, 2, 64, DType::BF16, ragged_cache(), 1.f), 131, DType::BF16,
+                  kTolAttnBF16, {}, 4.f);
+}
+
+TEST(GpuOps, AttentionBF16ForcedSplits) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // Split counts that leave a short last range, through every kernel and the merge; 130 queries
+  // leave a query tile of 2 rows.
+  KvSet kv = make_kv(rng, 16, 64, DType::BF16, ragged_cache(), 1.f);
+  for (const char* splits : {"2", "3", "7"}) {
+    SCOPED_TRACE(std::string("splits ") + splits);
+    setenv("LINGBOT_ATTN_SPLITS", splits, 1);
+    check_attention(rng, kv, 130, DType::BF16, kTolAttnBF16, {}, 6.f);
+  }
+  unsetenv("LINGBOT_ATTN_SPLITS");
 }
 
 TEST(GpuOps, AttentionBF16GenericHeadDim128) {

@@ -12,65 +12,20 @@
 //    Each warp owns 16 query rows; P stays in registers between the two products.
 //  * generic: any head_dim <= 256, f32 or bf16, one warp per query, fp32 CUDA cores. Used for the
 //    float32 mode and the camera head's head_dim 128.
+// On compute capability 9.0 the bf16 head_dim-64 case goes to the wgmma kernel of
+// attention_wgmma.cu instead (LINGBOT_ATTN_IMPL=mma|wgmma forces one of the two).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
-#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/attention_common.cuh"
 
 namespace lingbot::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Device view of the segment table. Keys are numbered across segments in list order;
-// start[i] is the number of keys before segment i and start[nseg] the total.
-struct SegTable {
-  const int64_t* start;
-  const char* const* k;
-  const char* const* v;
-  int nseg;
-};
-
-struct KernelArgs {
-  const void* q;
-  void* out;
-  Elt out_t;
-  float* part_o;    // [splits, nq, heads, dim] when splits > 1
-  float* part_lse;  // [splits, nq, heads], log2 domain
-  SegTable seg;
-  int nq, heads, dim;
-  int64_t nk, keys_per_split;
-  int splits;
-  float scale_log2;
-};
-
-__device__ __forceinline__ int find_segment(const SegTable& t, int64_t key) {
-  int lo = 0, hi = t.nseg - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (t.start[mid] <= key)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-// Writes one finished row fragment: final output when there is a single split, else the partial
-// output (already divided by its own sum) and its log2-sum-exp for the merge.
-__device__ __forceinline__ void store_pair(const KernelArgs& a, int row, int h, int col, float v0,
-                                           float v1) {
-  if (a.splits == 1) {
-    const int64_t idx = (int64_t(row) * a.heads + h) * a.dim + col;
-    store_elt(a.out, a.out_t, idx, v0);
-    store_elt(a.out, a.out_t, idx + 1, v1);
-  } else {
-    const int64_t idx = ((int64_t(blockIdx.z) * a.nq + row) * a.heads + h) * a.dim + col;
-    *reinterpret_cast<float2*>(a.part_o + idx) = make_float2(v0, v1);
-  }
-}
+using namespace attn;
 
 // ------------------------------------------------------------------------------------------------
 // Tensor-core kernel, head_dim 64, bf16.
@@ -79,16 +34,6 @@ constexpr int kD = 64;
 constexpr int kBN = 64;               // keys per tile
 constexpr int kChunks = kD * 2 / 16;  // 16-byte chunks per row (8)
 
-// Byte offset of 16-byte chunk `c` of row `r` in a [rows][64] bf16 tile. XOR-ing the chunk with
-// the row spreads the 8 rows an ldmatrix phase reads over all 32 banks.
-__device__ __forceinline__ uint32_t swz(int r, int c) {
-  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;  // 0 source bytes: the destination is zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n");
 }
@@ -116,11 +61,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 template <int kWarps>
@@ -429,31 +369,6 @@ __global__ void merge_kernel(const KernelArgs a) {
   }
 }
 
-// Picks the number of key splits: enough CTAs to fill every resident slot of the GPU without
-// leaving a mostly idle last wave, with a small charge per split for the merge traffic.
-int choose_splits(int64_t base_ctas, int64_t slots, int64_t tiles, int64_t min_tiles_per_split) {
-  const int64_t max_splits =
-      std::max<int64_t>(1, std::min<int64_t>(64, tiles / min_tiles_per_split));
-  int best = 1;
-  double best_score = -1;
-  for (int64_t s = 1; s <= max_splits; ++s) {
-    const int64_t ctas = base_ctas * s;
-    const int64_t waves = (ctas + slots - 1) / slots;
-    const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
-    const double score = fill - 0.01 * static_cast<double>(s);
-    if (score > best_score + 1e-9) {
-      best_score = score;
-      best = static_cast<int>(s);
-    }
-  }
-  return best;
-}
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
-
 template <class Kernel>
 int resident_ctas(Context& ctx, Kernel kernel, int threads, size_t smem) {
   int per_sm = 0;
@@ -462,7 +377,7 @@ int resident_ctas(Context& ctx, Kernel kernel, int threads, size_t smem) {
 }
 
 template <int kWarps>
-void launch_mma(Context& ctx, KernelArgs& k, int forced_splits, float*& part, size_t& part_bytes) {
+void launch_mma(Context& ctx, KernelArgs& k, int forced_splits) {
   constexpr int kBM = 16 * kWarps;
   constexpr int kSmem = mma_smem_bytes<kWarps>();
   static bool configured = false;
@@ -474,17 +389,8 @@ void launch_mma(Context& ctx, KernelArgs& k, int forced_splits, float*& part, si
   const int64_t qtiles = (k.nq + kBM - 1) / kBM;
   const int64_t tiles = (k.nk + kBN - 1) / kBN;
   const int slots = resident_ctas(ctx, attention_mma_kernel<kWarps>, kWarps * 32, kSmem);
-  k.splits = forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4);
-  k.splits = static_cast<int>(std::min<int64_t>(k.splits, tiles));
-  const int64_t tiles_per_split = (tiles + k.splits - 1) / k.splits;
-  k.keys_per_split = tiles_per_split * kBN;
-  k.splits = static_cast<int>((tiles + tiles_per_split - 1) / tiles_per_split);
-  part_bytes = k.splits > 1 ? static_cast<size_t>(k.splits) * k.nq * k.heads * (k.dim + 1) * 4 : 0;
-  if (part_bytes) {
-    part = static_cast<float*>(ctx.scratch.get(part_bytes, ctx.stream));
-    k.part_o = part;
-    k.part_lse = part + static_cast<size_t>(k.splits) * k.nq * k.heads * k.dim;
-  }
+  plan_splits(ctx, k, tiles, kBN,
+              forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4));
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
   attention_mma_kernel<kWarps><<<grid, kWarps * 32, kSmem, ctx.stream>>>(k);
@@ -492,8 +398,7 @@ void launch_mma(Context& ctx, KernelArgs& k, int forced_splits, float*& part, si
 }
 
 template <class T, int kPerLane>
-void launch_generic(Context& ctx, KernelArgs& k, int forced_splits, float*& part,
-                    size_t& part_bytes) {
+void launch_generic(Context& ctx, KernelArgs& k, int forced_splits) {
   const size_t smem =
       (2 * kGenBN * (k.dim + 1) + kGenWarps * k.dim) * sizeof(float) + 2 * kGenBN * sizeof(void*);
   if (smem > 48 * 1024) {  // head_dim above ~180 needs the opt-in shared-memory limit
@@ -504,17 +409,8 @@ void launch_generic(Context& ctx, KernelArgs& k, int forced_splits, float*& part
   const int64_t qtiles = (k.nq + kGenWarps - 1) / kGenWarps;
   const int64_t tiles = (k.nk + kGenBN - 1) / kGenBN;
   const int slots = resident_ctas(ctx, attention_generic_kernel<T, kPerLane>, kGenWarps * 32, smem);
-  k.splits = forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 8);
-  k.splits = static_cast<int>(std::min<int64_t>(k.splits, tiles));
-  const int64_t tiles_per_split = (tiles + k.splits - 1) / k.splits;
-  k.keys_per_split = tiles_per_split * kGenBN;
-  k.splits = static_cast<int>((tiles + tiles_per_split - 1) / tiles_per_split);
-  part_bytes = k.splits > 1 ? static_cast<size_t>(k.splits) * k.nq * k.heads * (k.dim + 1) * 4 : 0;
-  if (part_bytes) {
-    part = static_cast<float*>(ctx.scratch.get(part_bytes, ctx.stream));
-    k.part_o = part;
-    k.part_lse = part + static_cast<size_t>(k.splits) * k.nq * k.heads * k.dim;
-  }
+  plan_splits(ctx, k, tiles, kGenBN,
+              forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 8));
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
   attention_generic_kernel<T, kPerLane><<<grid, kGenWarps * 32, smem, ctx.stream>>>(k);
@@ -573,29 +469,38 @@ void attention(Context& ctx, const AttentionArgs& a) {
   k.nk = nk;
   k.scale_log2 = a.scale * kLog2e;
 
-  // Tuning knobs for benchmarks: LINGBOT_ATTN_SPLITS forces the split count,
-  // LINGBOT_ATTN_WARPS picks 8 (128-query tiles, the default) or 4 (64-query tiles) warps per
-  // CTA. On H200 at 978 queries, 8 warps ran 220 TFLOP/s against 181 for 4 (72k keys): each K/V
-  // tile fetched from L2 serves twice the queries.
+  // Kernel choice and tuning knobs for tests and benchmarks: LINGBOT_ATTN_IMPL=mma|wgmma forces
+  // the tensor-core kernel (wgmma only where wgmma_supported; elsewhere it falls back to mma),
+  // LINGBOT_ATTN_SPLITS forces the split count, LINGBOT_ATTN_WARPS picks 8 (128-query tiles, the
+  // default) or 4 (64-query tiles) warps per mma CTA. On H200 at 978 queries, 8 warps ran 220
+  // TFLOP/s against 181 for 4 (72k keys): each K/V tile fetched from L2 serves twice the queries.
+  // The wgmma kernel keeps the running maximum in raw score units, which needs scale > 0.
   const int forced_splits = env_int("LINGBOT_ATTN_SPLITS", 0);
-  float* part = nullptr;
-  size_t part_bytes = 0;
-  if (a.qkv_t == kBF16 && a.dim == kD && all_aligned) {
+  const char* impl_env = std::getenv("LINGBOT_ATTN_IMPL");
+  const std::string impl = impl_env ? impl_env : "";
+  const bool tensor_cores = a.qkv_t == kBF16 && a.dim == kD && all_aligned;
+  const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
+  const char* used = "generic";
+  if (wgmma) {
+    launch_wgmma(ctx, k, forced_splits);
+    used = "wgmma";
+  } else if (tensor_cores) {
     if (env_int("LINGBOT_ATTN_WARPS", 8) == 4)
-      launch_mma<4>(ctx, k, forced_splits, part, part_bytes);
+      launch_mma<4>(ctx, k, forced_splits);
     else
-      launch_mma<8>(ctx, k, forced_splits, part, part_bytes);
+      launch_mma<8>(ctx, k, forced_splits);
+    used = "mma";
   } else {
     auto generic = [&](auto tv) {
       using T = decltype(tv);
       if (a.dim <= 32)
-        launch_generic<T, 1>(ctx, k, forced_splits, part, part_bytes);
+        launch_generic<T, 1>(ctx, k, forced_splits);
       else if (a.dim <= 64)
-        launch_generic<T, 2>(ctx, k, forced_splits, part, part_bytes);
+        launch_generic<T, 2>(ctx, k, forced_splits);
       else if (a.dim <= 128)
-        launch_generic<T, 4>(ctx, k, forced_splits, part, part_bytes);
+        launch_generic<T, 4>(ctx, k, forced_splits);
       else
-        launch_generic<T, 8>(ctx, k, forced_splits, part, part_bytes);
+        launch_generic<T, 8>(ctx, k, forced_splits);
     };
     LINGBOT_CHECK(a.qkv_t == kF32 || a.qkv_t == kBF16, "attention: q/K/V must be F32 or BF16");
     if (a.qkv_t == kF32)
@@ -607,8 +512,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
     std::fprintf(stderr,
                  "[lingbot cuda] attention nq=%d heads=%d dim=%d keys=%lld segments=%d %s "
                  "splits=%d\n",
-                 a.nq, a.heads, a.dim, static_cast<long long>(nk), n,
-                 a.qkv_t == kBF16 && a.dim == kD && all_aligned ? "mma" : "generic", k.splits);
+                 a.nq, a.heads, a.dim, static_cast<long long>(nk), n, used, k.splits);
   }
   if (k.splits > 1) {
     const int64_t items = int64_t(a.nq) * a.heads;

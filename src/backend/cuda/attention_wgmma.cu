@@ -1,0 +1,471 @@
+// Hopper (sm_90a) paged attention for head_dim 64, bf16 q/K/V, fp32 accumulation.
+//
+// One CTA = 128 queries of one head over one key range (split-KV as in attention.cu, same merge).
+// Three warpgroups:
+//  * warpgroup 2 (producer) gathers 128-key tiles of K and V through the segment table with
+//    cp.async into a ring of shared-memory stages and signals each stage on an mbarrier
+//    (cp.async.mbarrier.arrive). Pages are not multiples of the tile and rows of one head are
+//    2 KB apart, so a per-segment tensor map would either waste the ragged page ends or need
+//    ~160 maps; 16-byte copies keep any segment layout and land directly in the 128-byte swizzle
+//    that wgmma reads.
+//  * warpgroups 0 and 1 (consumers) own 64 query rows each. S = Q.K^T is wgmma m64n128k16 with
+//    both operands in shared memory; O += P.V is wgmma m64n64k16 with P in registers (the S
+//    accumulator layout is the A-fragment layout once packed to bf16) and V read transposed
+//    from its [key][dim] tile. Each consumer overlaps the softmax of tile t with the P.V of
+//    tile t-1 still running on the tensor cores, and the two consumers drift against each other,
+//    which fills the other's gaps.
+// At head_dim 64 the exponentials take as long as the matrix products: a 128 x 128 tile needs
+// 16k of them (1024 clocks at 16 per clock per SM) against 2M multiply-adds (about 1000 clocks of
+// tensor cores). LINGBOT_ATTN_POLY=1 moves a quarter of them to an FMA-pipe polynomial (relative
+// error 1e-4, far below the bf16 rounding of P); on the H200 that ran 5% slower (348 against 366
+// TFLOP/s at 72k keys), likely because the extra issue slots cost more than the MUFU time saved
+// while the two consumers are not explicitly ping-ponged. Kept as a knob for that next step.
+//
+// Measured (H200, 978 queries x 16 heads, streaming layout, bf16): 118 us / 338 TFLOP/s at 10k
+// keys, 789 us / 366 TFLOP/s at 72k keys (1 split; forced 2-4 splits 351-357), against 199 us and
+// 1317 us for the mma.sync kernel.
+//
+// The CTAs of one head and key range differ only in their query tile and are adjacent in launch
+// order, so they stream the same K/V rows at about the same time and share them through L2.
+#include <cmath>
+#include <cstdio>
+
+#include "backend/cuda/attention_common.cuh"
+
+namespace lingbot::cuda::attn {
+namespace {
+
+constexpr int kD = 64;
+constexpr int kBM = 128;  // queries per CTA: two consumer warpgroups of 64 rows
+constexpr int kBN = 128;  // keys per tile
+constexpr int kStages = 5;
+constexpr int kConsumerWarps = 8;
+constexpr int kProducerThreads = 128;
+constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
+constexpr uint32_t kTileBytes = kBN * kD * 2;  // 16 KB, one K or V tile
+constexpr uint32_t kQBytes = kBM * kD * 2;
+// 1 KB of slack to align the tiles to the 1024-byte swizzle atom, then Q, the K and V rings and
+// two mbarriers per stage.
+constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 2 * kStages * 8;
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LINGBOT_WGMMA_BODY 1
+#endif
+
+#ifdef LINGBOT_WGMMA_BODY
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nLINGBOT_MBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra LINGBOT_MBAR_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives once every cp.async this thread issued so far has landed (the barrier's count already
+// includes this arrival, hence .noinc).
+__device__ __forceinline__ void mbar_arrive_copies(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// cp.async writes through the generic proxy and wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Registers an in-flight wgmma reads or writes must not be touched by compiler-scheduled code
+// between the issue and the wait; an empty asm that "rewrites" them pins them at this point.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// Shared-memory matrix descriptors for [rows][64] bf16 tiles in the 128-byte swizzle (rows of
+// 128 bytes, 8-row atoms of 1 KB). K-major (Q, K): the 16-wide k slice lies inside one row, so
+// only the 1 KB stride between 8-row groups matters. MN-major (V read as K x N): 64 dims are one
+// atom wide, and the two 8-key groups of a k16 step are 1 KB apart; both offsets are set to 1 KB
+// so the step is right whichever of the two the hardware reads for it.
+__device__ __forceinline__ uint64_t desc_kmajor(uint32_t saddr) {
+  return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+__device__ __forceinline__ uint64_t desc_mnmajor(uint32_t saddr) {
+  return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (uint64_t{1024 >> 4} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// S (64 x 128 keys, fp32) = or += A (64 x 16 from shared memory) . B (16 x 128 from shared memory,
+// stored K-major). accumulate = 0 overwrites d.
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, acc, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(da), "l"(db), "r"(accumulate)
+      : "memory");
+}
+
+// O (64 x 64, fp32) += A (64 x 16, bf16 fragments in registers) . B (16 x 64 from shared memory,
+// stored MN-major: transposed).
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4],
+                                                   uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, acc, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
+      : "memory");
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+// 2^x for x <= 0 on the FMA pipe: round x to the nearest integer j with the 1.5 * 2^23 trick, a
+// degree-3 fit of 2^f on [-1/2, 1/2] (relative error 1.0e-4), and j added to the exponent bits.
+// Below -126 (masked keys included) it returns about 2^-126, which P.V and the sum never notice.
+__device__ __forceinline__ float exp2_poly(float x) {
+  x = fmaxf(x, -126.f);
+  const float t = x + 12582912.f;
+  const float f = x - (t - 12582912.f);
+  float p = fmaf(0.0550063348f, f, 0.2422072548f);
+  p = fmaf(p, f, 0.6932828002f);
+  p = fmaf(p, f, 1.f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+// Online softmax over one 64 x 128 score tile held as wgmma accumulators: thread (g, tq) of warp
+// w has rows 16w + g (s[4j], s[4j+1]) and 16w + g + 8 (s[4j+2], s[4j+3]) at key columns
+// 8j + 2tq + {0, 1}. Leaves the probabilities in s, returns the factors that rescale the older
+// output rows. The running maxima are kept in raw score units (scale > 0, checked at dispatch),
+// so one FMA per score applies the scale and subtracts the maximum.
+template <bool kPoly>
+__device__ __forceinline__ void softmax_tile(float (&s)[64], int64_t tile0, int64_t kend, int tq,
+                                             float sl2, float& m0, float& m1, float& l0, float& l1,
+                                             float& c0, float& c1) {
+  if (tile0 + kBN > kend) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (tile0 + j * 8 + 2 * tq + (c & 1) >= kend) s[4 * j + c] = -INFINITY;
+  }
+  float mx0 = m0, mx1 = m1;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    mx0 = fmaxf(mx0, fmaxf(s[4 * j], s[4 * j + 1]));
+    mx1 = fmaxf(mx1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+  }
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+  c0 = ex2((m0 - mx0) * sl2);  // 0 on the first tile (m = -inf)
+  c1 = ex2((m1 - mx1) * sl2);
+  m0 = mx0;
+  m1 = mx1;
+  const float b0 = mx0 * sl2, b1 = mx1 * sl2;
+  float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float x = fmaf(s[4 * j + c], sl2, c < 2 ? -b0 : -b1);
+      s[4 * j + c] = kPoly && (j & 3) == 3 ? exp2_poly(x) : ex2(x);
+    }
+    sum0 += s[4 * j] + s[4 * j + 1];
+    sum1 += s[4 * j + 2] + s[4 * j + 3];
+  }
+  l0 = l0 * c0 + sum0;
+  l1 = l1 * c1 + sum1;
+}
+
+// Two adjacent 8-key column blocks of the score accumulators form the A fragment of one k16 step.
+__device__ __forceinline__ void pack_p(const float (&s)[64], uint32_t (&p)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    p[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+    p[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+    p[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+    p[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint64_t dq, uint32_t k_tile) {
+  const uint64_t dk = desc_kmajor(k_tile);
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk)  // 32 bytes along the row per k16 step
+    wgmma_m64n128k16_ss(s, dq + 2 * kk, dk + 2 * kk, kk > 0);
+}
+__device__ __forceinline__ void issue_pv(float (&o)[32], const uint32_t (&p)[8][4],
+                                         uint32_t v_tile) {
+  const uint64_t dv = desc_mnmajor(v_tile);
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk)  // 16 keys = 2 KB per k16 step
+    wgmma_m64n64k16_rs(o, p[kk], dv + 128 * kk);
+}
+
+struct Smem {
+  uint32_t q, k, v, full, empty;  // full/empty: first mbarrier of each ring
+};
+
+// Producer warpgroup: thread pt copies 16-byte chunk pt % 8 of rows pt / 8 + 16 i of every tile,
+// 8 consecutive threads covering one 128-byte row. Its keys only grow, so one segment cursor per
+// thread follows them through the table.
+__device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int64_t kbeg,
+                                        int64_t kend, int ntiles, int h, int pt) {
+  const int chunk = pt & 7, rsub = pt >> 3;
+  const int64_t row_stride = int64_t(a.heads) * kD * 2;
+  const int64_t col_off = int64_t(h) * kD * 2 + chunk * 16;
+  const uint32_t dst0 = swz(rsub, chunk);  // rows rsub + 16 i share rsub & 7: + 2 KB per i
+  int cur = find_segment(a.seg, min(kbeg + rsub, a.nk - 1));
+  int64_t seg_lo = a.seg.start[cur], seg_hi = a.seg.start[cur + 1];
+  const char* kb = a.seg.k[cur];
+  const char* vb = a.seg.v[cur];
+  int stage = 0;
+  uint32_t round_parity = 0;
+  for (int t = 0; t < ntiles; ++t) {
+    // Reuse of a stage waits until all 8 consumer warps released its previous tile.
+    if (t >= kStages) mbar_wait(sm.empty + 8 * stage, round_parity ^ 1);
+    const int64_t tile0 = kbeg + int64_t(t) * kBN;
+    const uint32_t kdst = sm.k + stage * kTileBytes + dst0;
+    const uint32_t vdst = sm.v + stage * kTileBytes + dst0;
+#pragma unroll
+    for (int i = 0; i < kBN / 16; ++i) {
+      const int64_t key = tile0 + rsub + 16 * i;
+      const bool ok = key < kend;
+      const char* ks = kb;
+      const char* vs = vb;
+      if (ok) {
+        while (key >= seg_hi) {
+          ++cur;
+          seg_lo = seg_hi;
+          seg_hi = a.seg.start[cur + 1];
+          kb = a.seg.k[cur];
+          vb = a.seg.v[cur];
+        }
+        const int64_t off = (key - seg_lo) * row_stride + col_off;
+        ks = kb + off;
+        vs = vb + off;
+      }
+      cp_async16(kdst + i * 2048, ks, ok);  // rows past the range are zero-filled
+      cp_async16(vdst + i * 2048, vs, ok);
+    }
+    mbar_arrive_copies(sm.full + 8 * stage);
+    if (++stage == kStages) {
+      stage = 0;
+      round_parity ^= 1;
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+template <bool kPoly>
+__device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int64_t kbeg,
+                                        int64_t kend, int ntiles, int h) {
+  const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
+  const int lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int q0 = blockIdx.x * kBM;
+  const float sl2 = a.scale_log2;
+
+  // This warpgroup's 64 query rows; rows past nq are zero (finite scores, never stored).
+  const char* qbase = static_cast<const char*>(a.q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int c = lt + 128 * i, r = wg * 64 + (c >> 3), ch = c & 7;
+    const bool ok = q0 + r < a.nq;
+    const char* src = ok ? qbase + (int64_t(q0 + r) * a.heads + h) * kD * 2 + ch * 16 : qbase;
+    cp_async16(sm.q + swz(r, ch), src, ok);
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  fence_proxy_async();
+  named_bar_sync(1 + wg, 128);
+  const uint64_t dq = desc_kmajor(sm.q + wg * 64 * 128);
+
+  float o[32], s[64];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s[i] = 0.f;
+  uint32_t p[8][4];
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, c0, c1;
+
+  int stage = 0;
+  uint32_t parity = 0;
+  mbar_wait(sm.full, 0);
+  fence_proxy_async();
+  wgmma_fence();
+  issue_qk(s, dq, sm.k);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(s);
+  softmax_tile<kPoly>(s, kbeg, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
+  pack_p(s, p);
+
+  for (int t = 1; t < ntiles; ++t) {
+    const int prev = stage;
+    if (++stage == kStages) {
+      stage = 0;
+      parity ^= 1;
+    }
+    mbar_wait(sm.full + 8 * stage, parity);
+    fence_proxy_async();
+    wgmma_fence();
+    issue_qk(s, dq, sm.k + stage * kTileBytes);
+    wgmma_commit();
+    issue_pv(o, p, sm.v + prev * kTileBytes);
+    wgmma_commit();
+    wgmma_wait<1>();  // S of tile t is ready; P.V of tile t-1 keeps the tensor cores busy
+    fence_regs(s);
+    softmax_tile<kPoly>(s, kbeg + int64_t(t) * kBN, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(p);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(sm.empty + 8 * prev);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      o[4 * j] *= c0;
+      o[4 * j + 1] *= c0;
+      o[4 * j + 2] *= c1;
+      o[4 * j + 3] *= c1;
+    }
+    pack_p(s, p);
+  }
+  wgmma_fence();
+  issue_pv(o, p, sm.v + stage * kTileBytes);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(o);
+
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const int r0 = q0 + wg * 64 + ((tid >> 5) & 3) * 16 + g, r1 = r0 + 8;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = j * 8 + 2 * tq;
+    if (r0 < a.nq) store_pair(a, r0, h, col, o[4 * j] * inv0, o[4 * j + 1] * inv0);
+    if (r1 < a.nq) store_pair(a, r1, h, col, o[4 * j + 2] * inv1, o[4 * j + 3] * inv1);
+  }
+  if (a.splits > 1 && tq == 0) {
+    const int64_t base = int64_t(blockIdx.z) * a.nq;
+    if (r0 < a.nq) a.part_lse[(base + r0) * a.heads + h] = m0 * sl2 + __log2f(l0);
+    if (r1 < a.nq) a.part_lse[(base + r1) * a.heads + h] = m1 * sl2 + __log2f(l1);
+  }
+}
+
+#endif  // LINGBOT_WGMMA_BODY
+
+template <bool kPoly>
+__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(const KernelArgs a) {
+#ifdef LINGBOT_WGMMA_BODY
+  extern __shared__ unsigned char smem_raw[];
+  Smem sm;
+  sm.q = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  sm.k = sm.q + kQBytes;
+  sm.v = sm.k + kStages * kTileBytes;
+  sm.full = sm.v + kStages * kTileBytes;
+  sm.empty = sm.full + kStages * 8;
+
+  const int h = blockIdx.y;
+  const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
+  const int64_t kend = min(a.nk, kbeg + a.keys_per_split);
+  const int ntiles = static_cast<int>((kend - kbeg + kBN - 1) / kBN);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(sm.full + 8 * s, kProducerThreads);
+      mbar_init(sm.empty + 8 * s, kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x >= kConsumerWarps * 32)
+    produce(a, sm, kbeg, kend, ntiles, h, threadIdx.x - kConsumerWarps * 32);
+  else
+    consume<kPoly>(a, sm, kbeg, kend, ntiles, h);
+#endif
+}
+
+}  // namespace
+
+bool wgmma_supported(const Context& ctx) {
+  return ctx.prop.major == 9 && ctx.prop.minor == 0;
+}
+
+void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
+  const bool poly = env_int("LINGBOT_ATTN_POLY", 0) != 0;
+  const auto kernel = poly ? attention_wgmma_kernel<true> : attention_wgmma_kernel<false>;
+  static bool configured[2] = {false, false};
+  if (!configured[poly]) {
+    LB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    configured[poly] = true;
+  }
+  const int64_t qtiles = (k.nq + kBM - 1) / kBM;
+  const int64_t tiles = (k.nk + kBN - 1) / kBN;
+  int per_sm = 0;
+  LB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmemBytes));
+  const int64_t slots = int64_t(std::max(1, per_sm)) * ctx.prop.multiProcessorCount;
+  const int splits =
+      forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4);
+  plan_splits(ctx, k, tiles, kBN, splits);
+  const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
+                  static_cast<unsigned>(k.splits));
+  kernel<<<grid, kThreads, kSmemBytes, ctx.stream>>>(k);
+  LB_CUDA_LAUNCHED();
+}
+
+}  // namespace lingbot::cuda::attn

@@ -1,0 +1,207 @@
+#include "io/sinks/sink.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+
+#include "io/sinks/sink_util.h"
+
+namespace lingbot {
+namespace sinks {
+
+void make_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw Error("cannot create output folder " + dir + ": " +
+                (ec ? ec.message() : std::string("a file of that name is in the way")));
+}
+
+OutFile::OutFile(const std::string& path, bool binary) : path_(path) {
+  f_ = std::fopen(path.c_str(), binary ? "wb+" : "w+");
+  if (!f_) throw Error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+OutFile::~OutFile() {
+  if (f_) std::fclose(f_);
+}
+
+void OutFile::fail() const {
+  const int e = errno;
+  throw Error("cannot write " + path_ + ": " + (e ? std::strerror(e) : "disk full?"));
+}
+
+void OutFile::write(std::string_view bytes) {
+  if (!f_) fail();
+  errno = 0;
+  if (std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) fail();
+  size_ += static_cast<int64_t>(bytes.size());
+}
+
+void OutFile::write_at(int64_t offset, std::string_view bytes) {
+  if (!f_) fail();
+  errno = 0;
+  if (std::fseek(f_, offset, SEEK_SET) != 0 ||
+      std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size() ||
+      std::fseek(f_, 0, SEEK_END) != 0)
+    fail();
+  size_ = std::max(size_, offset + static_cast<int64_t>(bytes.size()));
+}
+
+void OutFile::truncate(int64_t size) {
+  if (!f_) fail();
+  errno = 0;
+  if (std::fflush(f_) != 0 || ::ftruncate(fileno(f_), size) != 0 ||
+      std::fseek(f_, 0, SEEK_END) != 0)
+    fail();
+  size_ = size;
+}
+
+void OutFile::flush() {
+  errno = 0;
+  if (!f_ || std::fflush(f_) != 0) fail();
+}
+
+void OutFile::close() {
+  if (!f_) return;
+  errno = 0;
+  const bool ok = std::fclose(f_) == 0;
+  f_ = nullptr;
+  if (!ok) fail();
+}
+
+std::string fmt(float v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+// Shepperd's method: divide by the largest of the four candidates so that no branch loses
+// precision near 180-degree turns.
+std::array<double, 4> rotation_to_quaternion(const std::array<float, 12>& m) {
+  const double m00 = m[0], m01 = m[1], m02 = m[2], m10 = m[4], m11 = m[5], m12 = m[6], m20 = m[8],
+               m21 = m[9], m22 = m[10];
+  const double trace = m00 + m11 + m22;
+  double x, y, z, w;
+  if (trace > 0) {
+    const double s = 2 * std::sqrt(1 + trace);
+    w = s / 4, x = (m21 - m12) / s, y = (m02 - m20) / s, z = (m10 - m01) / s;
+  } else if (m00 > m11 && m00 > m22) {
+    const double s = 2 * std::sqrt(1 + m00 - m11 - m22);
+    w = (m21 - m12) / s, x = s / 4, y = (m01 + m10) / s, z = (m02 + m20) / s;
+  } else if (m11 > m22) {
+    const double s = 2 * std::sqrt(1 + m11 - m00 - m22);
+    w = (m02 - m20) / s, x = (m01 + m10) / s, y = s / 4, z = (m12 + m21) / s;
+  } else {
+    const double s = 2 * std::sqrt(1 + m22 - m00 - m11);
+    w = (m10 - m01) / s, x = (m02 + m20) / s, y = (m12 + m21) / s, z = s / 4;
+  }
+  double n = std::sqrt(x * x + y * y + z * z + w * w);
+  if (!(n > 0)) return {0, 0, 0, 1};
+  if (w < 0) n = -n;  // q and -q are one rotation; w >= 0 makes the output unique
+  return {x / n, y / n, z / n, w / n};
+}
+
+PixelColours::PixelColours(const Tensor* rgb, const FrameResult& r)
+    : rgb_(rgb), plane_(static_cast<int64_t>(r.height) * r.width) {
+  if (!rgb_) return;
+  LINGBOT_CHECK(rgb_->rank() == 3 && rgb_->dim(0) == 3 && rgb_->dim(1) == r.height &&
+                    rgb_->dim(2) == r.width &&
+                    (rgb_->dtype() == DType::U8 || rgb_->dtype() == DType::F32) &&
+                    rgb_->device() == Device::CPU,
+                "the colours of frame " + std::to_string(r.index) +
+                    " must be a host U8 or F32 [3, " + std::to_string(r.height) + ", " +
+                    std::to_string(r.width) + "] tensor, got " + shape_str(rgb_->shape()));
+}
+
+std::array<uint8_t, 3> PixelColours::at(int64_t pixel) const {
+  if (!rgb_) return {128, 128, 128};
+  std::array<uint8_t, 3> c;
+  for (int k = 0; k < 3; ++k) {
+    if (rgb_->dtype() == DType::U8) {
+      c[k] = rgb_->data<uint8_t>()[k * plane_ + pixel];
+    } else {
+      const float f = rgb_->data<float>()[k * plane_ + pixel];
+      c[k] = f > 0 ? static_cast<uint8_t>(std::lround(std::min(f, 1.0f) * 255.0f)) : 0;
+    }
+  }
+  return c;
+}
+
+void check_result(const FrameResult& r) {
+  const size_t n = static_cast<size_t>(std::max(r.height, 0)) * std::max(r.width, 0);
+  LINGBOT_CHECK(r.height > 0 && r.width > 0 && r.depth.size() == n && r.confidence.size() == n,
+                "frame " + std::to_string(r.index) + " has no " + std::to_string(r.width) + "x" +
+                    std::to_string(r.height) + " depth and confidence maps to export");
+}
+
+}  // namespace sinks
+
+std::string default_frame_name(int64_t index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "frame_%06lld.png", static_cast<long long>(index));
+  return buf;
+}
+
+namespace {
+const char* const kFormats[] = {"tum", "kitti", "json", "depth", "ply", "colmap", "nerfstudio"};
+}
+
+std::vector<std::string> parse_export_list(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(start, end - start);
+    start = end + 1;
+    if (item.empty() || item == "none") continue;
+    if (item == "all") {
+      out.assign(std::begin(kFormats), std::end(kFormats));
+      continue;
+    }
+    if (std::find(std::begin(kFormats), std::end(kFormats), item) == std::end(kFormats))
+      throw Error("unknown export format '" + item +
+                  "' (tum, kitti, json, depth, ply, colmap, nerfstudio, all or none)");
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
+  auto has = [&](const char* f) {
+    return std::find(o.formats.begin(), o.formats.end(), f) != o.formats.end();
+  };
+  const FrameNamer name = o.name ? o.name : FrameNamer(default_frame_name);
+  const std::string dir = o.out_dir.empty() ? "." : o.out_dir;
+  std::vector<std::unique_ptr<ResultSink>> sinks;
+  if (!o.formats.empty()) sinks::make_folder(dir);
+  if (has("tum"))
+    sinks.push_back(make_trajectory_sink(dir + "/trajectory_tum.txt", TrajectoryFormat::TUM));
+  if (has("kitti"))
+    sinks.push_back(make_trajectory_sink(dir + "/trajectory_kitti.txt", TrajectoryFormat::KITTI));
+  if (has("json")) sinks.push_back(make_frames_json_sink(dir + "/frames.jsonl", name));
+  if (has("depth")) sinks.push_back(make_depth_png_sink(dir, o.depth, name));
+  if (has("ply")) sinks.push_back(make_ply_sink(dir + "/points.ply", o.points));
+  // COLMAP and nerfstudio describe cameras of the model input, which differs from the
+  // original pictures after crop/resize, so the input itself goes beside them.
+  if (has("colmap") || has("nerfstudio")) sinks.push_back(make_image_sink(dir + "/images", name));
+  if (has("colmap")) sinks.push_back(make_colmap_sink(dir + "/colmap", o.points, name));
+  if (has("nerfstudio")) {
+    NerfstudioOptions n;
+    if (has("depth")) n.depth_dir = "depth";
+    if (has("ply")) n.ply_file = "points.ply";
+    sinks.push_back(make_nerfstudio_sink(dir + "/transforms.json", n, name));
+  }
+  return sinks;
+}
+
+}  // namespace lingbot

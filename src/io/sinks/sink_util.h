@@ -1,0 +1,100 @@
+// What the sinks share: files that report failures as Errors, number formatting, rotations and
+// the viewer's unprojection (spec 02 §5.5).
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "io/sinks/sink.h"
+#include "lingbot/error.h"
+
+namespace lingbot::sinks {
+
+void make_folder(const std::string& dir);  // with parents; Error when impossible
+
+// A file written in pieces. Every failure (cannot open, disk full) throws Error naming it.
+class OutFile {
+ public:
+  OutFile(const std::string& path, bool binary);
+  ~OutFile();
+  OutFile(const OutFile&) = delete;
+  OutFile& operator=(const OutFile&) = delete;
+
+  void write(std::string_view bytes);
+  void write_at(int64_t offset, std::string_view bytes);  // then back to the end
+  void truncate(int64_t size);                            // and continue at the end
+  // Hands what was written to the OS, so that it survives the process being killed.
+  void flush();
+  void close();
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  [[noreturn]] void fail() const;
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// Shortest text that reads back as the same float / double ("0.1", "3", "1e-07").
+std::string fmt(float v);
+std::string fmt(double v);
+
+// Unit quaternion (x, y, z, w), w >= 0, of the rotation part of a row-major 3x4 [R | t].
+std::array<double, 4> rotation_to_quaternion(const std::array<float, 12>& m);
+
+// Colours of frame pixels; grey when the frame is not known.
+class PixelColours {
+ public:
+  PixelColours(const Tensor* rgb, const FrameResult& r);
+  std::array<uint8_t, 3> at(int64_t pixel) const;
+
+ private:
+  const Tensor* rgb_;
+  int64_t plane_;
+};
+
+struct Point {
+  float x, y, z, confidence;
+  std::array<uint8_t, 3> rgb;
+  int u, v;  // the pixel it came from
+};
+
+// The world points of a frame as the reference viewer builds them: for pixel (u, v) with depth
+// d, X_cam = ((u - cx) d / fx, (v - cy) d / fy, d) in double, X_world = R X_cam + t stored as
+// float; kept when confidence > threshold, on the stride grid, and finite.
+template <class F>
+void for_each_point(const FrameResult& r, const Tensor* rgb, const PointOptions& o, F&& emit) {
+  LINGBOT_CHECK(o.stride >= 1, "the point stride must be at least 1");
+  const PixelColours colours(rgb, r);
+  const double fx = r.intrinsics[0], cx = r.intrinsics[2], fy = r.intrinsics[4],
+               cy = r.intrinsics[5];
+  const auto& m = r.c2w;
+  for (int v = 0; v < r.height; v += o.stride)
+    for (int u = 0; u < r.width; u += o.stride) {
+      const int64_t i = static_cast<int64_t>(v) * r.width + u;
+      const float conf = r.confidence[i];
+      if (!(conf > o.conf_threshold)) continue;
+      const double d = r.depth[i];
+      const double xc = (u - cx) * d / fx, yc = (v - cy) * d / fy, zc = d;
+      Point p;
+      p.x = static_cast<float>(m[0] * xc + m[1] * yc + m[2] * zc + m[3]);
+      p.y = static_cast<float>(m[4] * xc + m[5] * yc + m[6] * zc + m[7]);
+      p.z = static_cast<float>(m[8] * xc + m[9] * yc + m[10] * zc + m[11]);
+      if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(p.z)) continue;
+      p.confidence = conf;
+      p.rgb = colours.at(i);
+      p.u = u;
+      p.v = v;
+      emit(p);
+    }
+}
+
+// Checks that depth and confidence hold height * width values.
+void check_result(const FrameResult& r);
+
+}  // namespace lingbot::sinks
