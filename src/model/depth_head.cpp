@@ -1,10 +1,12 @@
 #include "model/depth_head.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lingbot/error.h"
+#include "util/profile.h"
 
 namespace lingbot {
 namespace {
@@ -185,6 +187,7 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
                       float* conf) {
   Plan& pl = plan_;
   const int64_t np = pl.ph * pl.pw, tokens = layers[0].dim(1);
+  std::optional<ProfileScope> stage(std::in_place, be, "depth: projections, resize");
   for (int l = 0; l < 4; ++l) {
     const Tensor patches = layers[l][s].slice(tokens - np, tokens);
     be.layer_norm(patches, &w_.norm_w, &w_.norm_b, kNormEps, pl.xn);
@@ -197,7 +200,9 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   be.conv_transpose2d(pl.proj[1], w_.resize1.w, &w_.resize1.b, 2, pl.resized1);
   be.conv2d(pl.proj[3], w_.resize3.w, &w_.resize3.b, 2, 1, pl.resized3);
   const std::array<const Tensor*, 4> resized{&pl.resized0, &pl.resized1, &pl.proj[2], &pl.resized3};
+  stage.emplace(be, "depth: layer_rn convs");
   for (int l = 0; l < 4; ++l) be.conv2d(*resized[l], w_.layer_rn[l], nullptr, 1, 1, pl.r[l]);
+  stage.emplace(be, "depth: refinenets");
 
   // Coarse to fine: refinenet4 works on level 3 alone, refinenet{l+1} adds level l.
   fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp1[3], pl.tmp2[3], pl.up[3],
@@ -206,6 +211,7 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
     fusion_block(be, w_.refinenet[l], pl.fused[l + 1], &pl.r[l], pl.tmp1[l], pl.tmp2[l], pl.up[l],
                  pl.fused[l]);
 
+  stage.emplace(be, "depth: output convs");
   be.conv2d(pl.fused[0], w_.output_conv1.w, &w_.output_conv1.b, 1, 1, pl.o1);
   be.upsample_bilinear(pl.o1, pl.o1_up);
   be.add(pl.o1_up, pl.pos_out);
@@ -213,6 +219,7 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   be.activate(pl.o2, Act::ReLU);
   be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
 
+  stage.emplace(be, "depth: download, activation");
   const Tensor logits = be.download(pl.logits);
   const int64_t plane = static_cast<int64_t>(pl.H) * pl.W;
   const float* lg = logits.f32();
