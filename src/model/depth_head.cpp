@@ -223,6 +223,7 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   const Tensor logits = be.download(pl.logits);
   const int64_t plane = static_cast<int64_t>(pl.H) * pl.W;
   const float* lg = logits.f32();
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < plane; ++i) {
     depth[i] = std::exp(lg[i]);
     conf[i] = 1.0f + std::exp(lg[plane + i]);
