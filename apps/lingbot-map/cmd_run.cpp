@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -9,6 +11,8 @@
 #include "io/preprocess.h"
 #include "lingbot/error.h"
 #include "pipeline.h"
+#include "stream/windowed.h"
+#include "weights/safetensors.h"
 
 namespace lingbot::cli {
 namespace {
@@ -20,6 +24,8 @@ struct RunArgs {
   int size = 518;
   bool quiet = false;
   ExportArgs exports;
+  std::string mode = "streaming";
+  int window_size = 64, overlap = 16, overlap_keyframes = -1;
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -43,6 +49,61 @@ FrameNamer input_names(const std::vector<std::string>& paths) {
   };
 }
 
+// Windowed mode: independent windows of the video, each its own sequence, aligned to the first
+// by a similarity transform and stitched; results are complete only at the end.
+int run_windowed_mode(const RunArgs& a, const std::vector<std::string>& paths,
+                      const std::function<Tensor(int64_t)>& frame_at, const RunOutputs& outputs) {
+  WindowedOptions w;
+  w.window_size = a.window_size;
+  w.overlap = a.overlap;
+  w.overlap_keyframes = a.overlap_keyframes;
+  w.scale_frames = a.stream.scale_frames;
+  w.keyframe_interval = std::max(1, a.stream.keyframe_interval);  // windowed default: 1
+  w.sliding_window = a.stream.window;
+  w.camera_iterations = a.stream.camera_iterations;
+  auto engine = Engine::create(a.engine);
+  std::error_code ec;
+  std::filesystem::create_directories(a.out, ec);
+  if (ec) throw Error("cannot create output folder " + a.out + ": " + ec.message());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto log = [&](const char* line) {
+    if (!a.quiet) std::fprintf(stderr, "%s\n", line);
+  };
+  WindowedResult r = run_windowed(*engine, static_cast<int64_t>(paths.size()), frame_at, w, log);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TensorMap t{{"pose_enc", r.pose_enc}, {"depth", r.depth}, {"depth_conf", r.depth_conf},
+              {"c2w", r.c2w}, {"w2c", r.w2c}, {"intrinsics", r.intrinsics},
+              {"frame_type", r.frame_type}, {"is_keyframe", r.is_keyframe},
+              {"chunk_scales", r.chunk_scales}, {"chunk_transforms", r.chunk_transforms}};
+  write_safetensors(a.out + "/predictions.safetensors", t,
+                    {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}, {"mode", "windowed"}});
+  if (!outputs.exports.formats.empty()) {
+    ExportOptions exports = outputs.exports;
+    if (exports.out_dir.empty()) exports.out_dir = a.out;
+    auto sinks = make_sinks(exports);
+    const int64_t s = r.pose_enc.dim(0), h = r.depth.dim(1), wd = r.depth.dim(2), plane = h * wd;
+    for (int64_t i = 0; i < s; ++i) {
+      FrameResult f;
+      f.index = i;
+      f.keyframe = r.is_keyframe.data<uint8_t>()[i] != 0;
+      std::copy_n(r.pose_enc.f32() + i * 9, 9, f.pose_enc.begin());
+      std::copy_n(r.c2w.f32() + i * 12, 12, f.c2w.begin());
+      std::copy_n(r.w2c.f32() + i * 12, 12, f.w2c.begin());
+      std::copy_n(r.intrinsics.f32() + i * 9, 9, f.intrinsics.begin());
+      f.height = static_cast<int>(h);
+      f.width = static_cast<int>(wd);
+      f.depth.assign(r.depth.f32() + i * plane, r.depth.f32() + (i + 1) * plane);
+      f.confidence.assign(r.depth_conf.f32() + i * plane, r.depth_conf.f32() + (i + 1) * plane);
+      const Tensor rgb = frame_at(i);
+      for (auto& sink : sinks) sink->add(f, &rgb);
+    }
+    for (auto& sink : sinks) sink->finish();
+  }
+  std::printf("%zu frames in %zu windows, %.2f s; wrote %s/predictions.safetensors\n",
+              paths.size(), r.windows.size(), seconds, a.out.c_str());
+  return 0;
+}
+
 int run(const RunArgs& a) {
   const PreprocessMode mode = parse_mode(a.preprocess);
   const std::vector<std::string> paths = list_images(a.input);
@@ -54,11 +115,8 @@ int run(const RunArgs& a) {
     const int64_t n = static_cast<int64_t>(paths.size());
     stream.keyframe_interval = n > 320 ? static_cast<int>((n + 319) / 320) : 1;
   }
-  auto engine = Engine::create(a.engine);
-  size_t next = 0;
-  FrameSource source = [&]() -> std::optional<Tensor> {
-    if (next == paths.size()) return std::nullopt;
-    const std::string& path = paths[next++];
+  auto frame_at = [&](int64_t i) -> Tensor {
+    const std::string& path = paths[i];
     try {
       return to_float01(preprocess(load_image(path), mode, a.size));
     } catch (const Error& e) {
@@ -66,6 +124,14 @@ int run(const RunArgs& a) {
       if (what.find(path) != std::string::npos) throw;
       throw Error(path + ": " + what);
     }
+  };
+  if (a.mode == "windowed") return run_windowed_mode(a, paths, frame_at, outputs);
+  if (a.mode != "streaming") throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
+  auto engine = Engine::create(a.engine);
+  size_t next = 0;
+  FrameSource source = [&]() -> std::optional<Tensor> {
+    if (next == paths.size()) return std::nullopt;
+    return frame_at(static_cast<int64_t>(next++));
   };
   RunSummary s = run_stream(*engine, stream, source, outputs);
   std::printf("%lld frames in %.2f s (%.2f frames/s); wrote %s/predictions.safetensors\n",
@@ -101,6 +167,14 @@ void add_run(CLI::App& app) {
   sub->add_option("--input", a->input, "folder of PNG/JPEG frames")->required();
   sub->add_option("--preprocess", a->preprocess, "crop, pad (to --size) or none (as is)")
       ->capture_default_str();
+  sub->add_option("--mode", a->mode, "streaming, or windowed (independent aligned windows)")
+      ->capture_default_str();
+  sub->add_option("--window-size", a->window_size, "windowed: KV slots per window (scale + keyframes)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--overlap", a->overlap, "windowed: frames shared by consecutive windows")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--overlap-keyframes", a->overlap_keyframes,
+                  "windowed: overlap in keyframes (wins over --overlap)");
   sub->add_option("--size", a->size, "model input width for crop/pad")->capture_default_str();
   sub->add_option("--out", a->out, "output folder")->required();
   sub->add_option("--cache-stats", a->cache_stats, "write KV-cache counters per frame (JSON lines)");

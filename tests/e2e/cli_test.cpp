@@ -93,6 +93,19 @@ TEST_F(Cli, RunWritesPredictionsMatchingTheReference) {
   EXPECT_EQ(last["special_tokens"], 16 * 6);
 }
 
+TEST_F(Cli, WindowedRunMatchesTheReference) {
+  Result r = cli("run --model synthetic:1 --arch tiny --input " + frames() +
+                 " --preprocess none --scale-frames 4 --mode windowed --window-size 8 --overlap 4"
+                 " --quiet --export tum --out " + path("win"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto got = read_safetensors(path("win/predictions.safetensors")).tensors;
+  auto want = read_safetensors(test::fixtures_dir() + "/tiny/windowed.safetensors").tensors;
+  EXPECT_LE(test::compare(got.at("pose_enc"), want.at("pose_enc")).relative(), 1e-4);
+  EXPECT_LE(test::compare(got.at("depth"), want.at("depth")).relative(), 1e-4);
+  EXPECT_LE(test::compare(got.at("chunk_scales"), want.at("chunk_scales")).relative(), 1e-4);
+  EXPECT_TRUE(fs::exists(path("win/trajectory_tum.txt")));
+}
+
 TEST_F(Cli, DemoRunsEndToEnd) {
   Result r = cli("demo --frames 6 --quiet --out " + path("demo"));
   ASSERT_EQ(r.code, 0) << r.output;
