@@ -19,20 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-Result cli(const std::string& args) {
-  const std::string cmd = std::string(LINGBOT_CLI) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = test::CliResult;
+const auto cli = test::run_cli;
 
 class Cli : public ::testing::Test {
  protected:

@@ -27,20 +27,8 @@ namespace fs = std::filesystem;
 using test::numbers;
 using test::read_lines;
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-Result cli(const std::string& args) {
-  const std::string cmd = std::string(LINGBOT_CLI) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = test::CliResult;
+const auto cli = test::run_cli;
 
 std::vector<std::string> data_lines(const std::string& path) {  // without # comments
   std::vector<std::string> out;

@@ -14,6 +14,7 @@
 #include "io/sinks/sink.h"
 #include "lingbot/error.h"
 #include "sinks_test_util.h"
+#include "test_util.h"
 
 namespace lingbot {
 namespace {
@@ -28,19 +29,7 @@ using test::kW;
 using test::make_frame;
 using test::make_rgb_u8;
 
-class Sinks : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lingbot_sinks_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using Sinks = test::TempDirTest;
 
 // Quaternions that take every branch of the matrix-to-quaternion conversion, including turns
 // of 180 degrees about each axis.

@@ -338,22 +338,14 @@ TEST(TorchPt, HostilePicklesAreErrorsNotCrashes) {
 
 // ---- damaged copies of the fixtures -----------------------------------------------------------
 
-class TorchPtDamage : public ::testing::Test {
+class TorchPtDamage : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lingbot_pt_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& bytes) {
     const std::string p = (dir_ / name).string();
     std::ofstream(p, std::ios::binary)
         .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return p;
   }
-  fs::path dir_;
 };
 
 TEST_F(TorchPtDamage, EveryTruncationIsAnError) {
