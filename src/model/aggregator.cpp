@@ -66,10 +66,9 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
     return dino_.forward(b, images);
   }();
   const int64_t stored = cache.stored_frames();
-  const int64_t total = stored > 0 ? stored + s : s;
-  const int64_t e = std::min(scale_frames, total);
+  const int64_t e = std::min(scale_frames, stored + s);
   for (int64_t f = 0; f < s; ++f) {
-    const int64_t vi = (stored > 0 ? stored : 0) + f;
+    const int64_t vi = stored + f;  // stored frames before it (not its index: non-keyframes)
     const int cam_variant = vi == 0 ? 0 : 1;
     const int scale_variant = (e > 1 ? vi < e : vi == 0) ? 0 : 1;
     Tensor head = wk.x[f].slice(0, ns), body = wk.x[f].slice(ns, p);
