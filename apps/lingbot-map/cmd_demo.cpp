@@ -77,7 +77,7 @@ int demo(const DemoArgs& a) {
     std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(i));
     return std::string(name);
   };
-  RunOutputs outputs{a.out, "", a.quiet, export_options(a.exports, frame_name)};
+  RunOutputs outputs{a.out, "", a.quiet, export_options(a.exports, frame_name), a.frames};
   const std::string frames_dir = a.out + "/frames";
   std::error_code ec;
   std::filesystem::create_directories(frames_dir, ec);

@@ -1,5 +1,8 @@
 #include "pipeline.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -44,6 +47,43 @@ class PredictionsWriter {
  private:
   int64_t frames_ = 0, h_ = 0, w_ = 0;
   std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_;
+};
+
+// One updating line (bar, frames/s, ETA) on a terminal; a plain line per frame otherwise, so
+// logs stay readable.
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), tty_(isatty(fileno(stderr))) {}
+  void update(int64_t done, bool keyframe) {
+    const double s = std::chrono::duration<double>(clock::now() - t0_).count();
+    const double fps = s > 0 ? done / s : 0;
+    if (!tty_) {
+      std::fprintf(stderr, "frame %lld%s  %.2f frames/s\n", static_cast<long long>(done - 1),
+                   keyframe ? "" : " (non-keyframe)", fps);
+      return;
+    }
+    std::string line = "\r" + std::to_string(done);
+    if (total_ > 0) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(kWidth * std::min<int64_t>(done, total_) / total_);
+      line = "\r[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] " +
+             std::to_string(done) + "/" + std::to_string(total_);
+    }
+    char tail[64];
+    const double eta = fps > 0 && total_ > done ? (total_ - done) / fps : 0;
+    std::snprintf(tail, sizeof tail, " frames  %.2f frames/s  ETA %.0f s   ", fps, eta);
+    std::fputs((line + tail).c_str(), stderr);
+    std::fflush(stderr);
+  }
+  void done() {
+    if (tty_) std::fputc('\n', stderr);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  int64_t total_;
+  bool tty_;
+  clock::time_point t0_ = clock::now();
 };
 
 }  // namespace
@@ -101,6 +141,7 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
   PredictionsWriter predictions;
   RunSummary summary;
   const auto t0 = std::chrono::steady_clock::now();
+  Progress progress(out.total_frames);
   auto on_result = [&](const FrameResult& r) {
     predictions.add(r);
     if (!sinks.empty()) {
@@ -119,11 +160,7 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
       stats << j.dump() << "\n";
       stats.flush();
     }
-    if (!out.quiet) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "frame %lld%s  %.2f frames/s\n", static_cast<long long>(r.index),
-                   r.keyframe ? "" : " (non-keyframe)", summary.frames / s);
-    }
+    if (!out.quiet) progress.update(summary.frames, r.keyframe);
   };
   while (auto frame = source()) {
     if (!sinks.empty()) waiting.emplace(pushed, *frame);
@@ -131,6 +168,7 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
     session->push(*frame, on_result);
   }
   session->finish(on_result);
+  if (!out.quiet) progress.done();
   for (auto& s : sinks) s->finish();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (summary.frames == 0) throw Error("no frames to process");

@@ -19,7 +19,8 @@ struct RunOutputs {
   std::string out_dir;
   std::string cache_stats_path;  // JSON lines, empty = none
   bool quiet = false;
-  ExportOptions exports;  // written per frame as results arrive; out_dir empty = out_dir above
+  ExportOptions exports;
+  int64_t total_frames = 0;  // for the progress bar's ETA; 0 = unknown  // written per frame as results arrive; out_dir empty = out_dir above
 };
 
 // The --export, --conf-threshold, --point-stride and --depth-scale flags of run and demo.
