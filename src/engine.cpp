@@ -54,6 +54,7 @@ class EngineImpl final : public Engine {
   }
 
   size_t device_memory_used() const override { return backend_->device_memory_used(); }
+  size_t device_memory_free() const override { return backend_->device_memory_free(); }
 
   std::unique_ptr<Session> start(const StreamOptions& options) override {
     return std::make_unique<StreamSession>(*model_, options);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -11,7 +12,9 @@
 #include "io/preprocess.h"
 #include "lingbot/error.h"
 #include "pipeline.h"
+#include "stream/preflight.h"
 #include "stream/windowed.h"
+#include "weights/checkpoint.h"
 #include "weights/safetensors.h"
 
 namespace lingbot::cli {
@@ -26,6 +29,8 @@ struct RunArgs {
   ExportArgs exports;
   std::string mode = "streaming";
   int window_size = 64, overlap = 16, overlap_keyframes = -1;
+  bool no_preflight = false, dry_run = false;
+  double memory_limit_gb = 0;  // > 0: the memory the run may use, instead of what is free
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -104,6 +109,53 @@ int run_windowed_mode(const RunArgs& a, const std::vector<std::string>& paths,
   return 0;
 }
 
+// The architecture the engine will build, without loading the weights (a checkpoint is only
+// opened for its shapes when --arch does not say).
+ModelConfig planned_config(const EngineOptions& o) {
+  if (!o.arch.empty()) return ModelConfig::preset(o.arch);
+  if (o.model.rfind("synthetic:", 0) == 0) return ModelConfig::preset("lingbot-map");
+  return ModelConfig::infer(load_checkpoint(o.model));
+}
+
+DType planned_compute(const EngineOptions& o) {
+  return o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda") ? DType::BF16
+                                                                                : DType::F32;
+}
+
+struct Preflight {
+  ModelConfig config;
+  DType compute;
+  int64_t height, width, frames;
+  MemoryEstimate need;
+
+  std::string describe() const {
+    return std::to_string(frames) + " frames at " + std::to_string(width) + "x" +
+           std::to_string(height) + " (" + dtype_name(compute) + ")";
+  }
+};
+
+// Throws, before the first frame runs, when the estimate exceeds what the run may use: the
+// --memory-limit-gb cap, else free device memory after loading (the weights already resident
+// there count as available), else the host's available memory. Unknown memory passes.
+void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine,
+                const StreamOptions& stream) {
+  size_t available = 0;
+  if (a.memory_limit_gb > 0) {
+    available = static_cast<size_t>(a.memory_limit_gb * 1e9);
+  } else if (a.engine.device == "cpu") {
+    const size_t host = host_memory_available();
+    available = host ? host + p.need.weights : 0;
+  } else {
+    const size_t free = engine.device_memory_free();
+    available = free ? free + p.need.weights : 0;
+  }
+  if (available == 0 || p.need.total <= available) return;
+  throw Error("not enough memory for " + p.describe() + ": " +
+              explain_shortfall(p.need, available, p.config, p.compute, p.height, p.width, p.frames,
+                                stream) +
+              " (--no-preflight skips this check)");
+}
+
 int run(const RunArgs& a) {
   const PreprocessMode mode = parse_mode(a.preprocess);
   const std::vector<std::string> paths = list_images(a.input);
@@ -125,12 +177,57 @@ int run(const RunArgs& a) {
       throw Error(path + ": " + what);
     }
   };
-  if (a.mode == "windowed") return run_windowed_mode(a, paths, frame_at, outputs);
+  if (a.mode == "windowed") {
+    LINGBOT_CHECK(!a.dry_run, "--dry-run estimates streaming runs only");
+    return run_windowed_mode(a, paths, frame_at, outputs);
+  }
   if (a.mode != "streaming") throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
+  // The size the model sees is known only after preprocessing; the first frame, loaded here,
+  // is handed to the stream below rather than decoded twice.
+  std::optional<Tensor> first;
+  std::optional<Preflight> pre;
+  if (a.dry_run || !a.no_preflight) {
+    first = frame_at(0);
+    Preflight p{planned_config(a.engine),
+                planned_compute(a.engine),
+                first->dim(1),
+                first->dim(2),
+                static_cast<int64_t>(paths.size()),
+                {}};
+    p.need = estimate_memory(p.config, p.compute, p.height, p.width, p.frames, stream);
+    pre = p;
+  }
+  if (a.dry_run) {
+    const MemoryEstimate& m = pre->need;
+    std::printf(
+        "memory estimate for %s, %lld frames cached: ~%s (weights %s, KV cache %s, "
+        "camera cache %s, activations %s)\n",
+        pre->describe().c_str(), static_cast<long long>(stored_frames(pre->frames, stream)),
+        format_gb(m.total).c_str(), format_gb(m.weights).c_str(), format_gb(m.kv_cache).c_str(),
+        format_gb(m.camera_cache).c_str(), format_gb(m.activations).c_str());
+    if (a.memory_limit_gb > 0 || a.engine.device == "cpu") {
+      const size_t available = a.memory_limit_gb > 0 ? static_cast<size_t>(a.memory_limit_gb * 1e9)
+                                                     : host_memory_available();
+      if (available && m.total > available)
+        std::printf("%s\n", explain_shortfall(m, available, pre->config, pre->compute, pre->height,
+                                              pre->width, pre->frames, stream)
+                                .c_str());
+      else if (available)
+        std::printf("fits in %s available\n", format_gb(available).c_str());
+    } else {
+      std::printf("free GPU memory is checked when the run starts\n");
+    }
+    return 0;
+  }
   auto engine = Engine::create(a.engine);
+  if (pre) check_fits(*pre, a, *engine, stream);
   size_t next = 0;
   FrameSource source = [&]() -> std::optional<Tensor> {
     if (next == paths.size()) return std::nullopt;
+    if (next == 0 && first) {
+      ++next;
+      return std::move(*first);
+    }
     return frame_at(static_cast<int64_t>(next++));
   };
   RunSummary s = run_stream(*engine, stream, source, outputs);
@@ -177,8 +274,15 @@ void add_run(CLI::App& app) {
                   "windowed: overlap in keyframes (wins over --overlap)");
   sub->add_option("--size", a->size, "model input width for crop/pad")->capture_default_str();
   sub->add_option("--out", a->out, "output folder")->required();
-  sub->add_option("--cache-stats", a->cache_stats, "write KV-cache counters per frame (JSON lines)");
+  sub->add_option("--cache-stats", a->cache_stats,
+                  "write KV-cache counters per frame (JSON lines)");
   sub->add_flag("--quiet", a->quiet, "no per-frame progress");
+  sub->add_flag("--dry-run", a->dry_run, "print the memory estimate and exit");
+  sub->add_flag("--no-preflight", a->no_preflight, "skip the check that the run fits in memory");
+  // Hidden: for tests, and for users who want a cap below what is free.
+  sub->add_option("--memory-limit-gb", a->memory_limit_gb, "memory the run may use (GB)")
+      ->check(CLI::PositiveNumber)
+      ->group("");
   add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return run(*a); }});
 }

@@ -39,6 +39,11 @@ struct StreamOptions {
   bool cross_frame_special = true;
   bool camera_only = false;
   bool include_scale_frames = true;
+  // Flow-based adaptive keyframes: a streamed frame is kept when its predicted geometry moves
+  // more than this many pixels (model input) against the last keyframe, or when
+  // max_non_keyframe_gap frames have passed since it. 0 = off: keyframe_interval applies.
+  float flow_threshold = 0;
+  int max_non_keyframe_gap = 30;
 };
 
 struct FrameResult {
@@ -85,6 +90,8 @@ class Engine {
   virtual ModelInfo info() const = 0;
   // Device memory the process holds now (GPU backends; 0 on the CPU).
   virtual size_t device_memory_used() const = 0;
+  // Device memory still free (GPU backends, after the weights are loaded); 0 = unknown (CPU).
+  virtual size_t device_memory_free() const = 0;
   virtual std::unique_ptr<Session> start(const StreamOptions& options) = 0;
 };
 

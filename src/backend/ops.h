@@ -61,6 +61,8 @@ class Backend {
   virtual void allow_tf32_convolutions(bool on) {}
   // Device memory in use by the whole process (driver view), 0 on the CPU.
   virtual size_t device_memory_used() const { return 0; }
+  // Device memory still free for this process (driver view); 0 = unknown, as on the CPU.
+  virtual size_t device_memory_free() const { return 0; }
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,

@@ -57,13 +57,19 @@ CameraCache Model::make_camera_cache(int iterations) const {
 
 Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
                              int64_t scale_frames, bool store, int camera_iterations) {
+  return forward(images01, kv, camera, scale_frames,
+                 Step{.defer_eviction = !store, .store_camera = store}, camera_iterations);
+}
+
+Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
+                             int64_t scale_frames, Step step, int camera_iterations) {
   const int64_t s = images01.dim(0), h = images01.dim(2), w = images01.dim(3);
   LINGBOT_CHECK(images01.rank() == 4 && images01.dim(1) == 3 && h % cfg_.patch == 0 &&
                     w % cfg_.patch == 0,
                 "frames must be [S, 3, H, W] with H and W multiples of " +
                     std::to_string(cfg_.patch) + ", got " + shape_str(images01.shape()));
   Tensor images = backend_.upload(normalize_imagenet(images01), DType::F32);
-  layers_ = &aggregator_.forward(backend_, images, kv, scale_frames, /*defer_eviction=*/!store);
+  layers_ = &aggregator_.forward(backend_, images, kv, scale_frames, step.defer_eviction);
   const auto& layers = *layers_;
   // The camera head reads token 0 (the camera token) of the last emitted layer.
   const int64_t c2 = layers[3].dim(2);
@@ -75,7 +81,8 @@ Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCac
   Output out;
   {
     ProfileScope ps(backend_, "camera head");
-    out.pose_enc = camera_.forward(backend_, cam_tokens_, camera, store, camera_iterations);
+    out.pose_enc =
+        camera_.forward(backend_, cam_tokens_, camera, step.store_camera, camera_iterations);
   }
   ProfileScope ps(backend_, "depth head");
   DepthOutput d = depth_.forward(backend_, layers, static_cast<int>(h), static_cast<int>(w));

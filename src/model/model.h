@@ -29,6 +29,16 @@ class Model {
   Output forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
                  int64_t scale_frames, bool store, int camera_iterations);
 
+  // How one call treats the two caches. Flow-based keyframes are decided only after the pass,
+  // so such a call keeps both options open: aggregator eviction deferred and the camera head
+  // storing, after which the caller commits, or rolls back both caches.
+  struct Step {
+    bool defer_eviction = false;
+    bool store_camera = true;
+  };
+  Output forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
+                 int64_t scale_frames, Step step, int camera_iterations);
+
   KVCacheConfig kv_config(int64_t height, int64_t width, int64_t scale_frames, int64_t window) const;
   CameraCache make_camera_cache(int iterations) const;
 

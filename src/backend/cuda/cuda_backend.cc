@@ -124,6 +124,10 @@ class CudaBackend final : public Backend {
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
     return total - free;
   }
+  size_t device_memory_free() const override {
+    size_t free = 0, total = 0;
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
+  }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     const Elt wt = check_float(w, "linear", "weight");

@@ -1,0 +1,271 @@
+#include "stream/preflight.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "cache/paged_kv.h"
+
+namespace lingbot {
+namespace {
+
+// The camera head is fixed by the reference: 4 trunk blocks of width 2C, MLP ratio 4, and its
+// cache grows in chunks of this many frames (CameraCache's default).
+constexpr int64_t kCameraDepth = 4;
+constexpr int64_t kCameraMlpRatio = 4;
+constexpr int64_t kCameraChunkFrames = 64;
+// The depth head's output_conv2.0 width and output channels (depth, confidence).
+constexpr int64_t kDepthHidden = 32;
+constexpr int64_t kDepthOut = 2;
+// The CUDA conv2d bounds its im2col buffer to this many floats; attention splits at most this
+// many ways; cuBLASLt gets this workspace.
+constexpr int64_t kIm2colFloats = 64LL << 20;
+constexpr int64_t kMaxAttentionSplits = 64;
+constexpr size_t kGemmWorkspace = 32u << 20;
+
+struct Counts {
+  size_t compute = 0;  // parameters stored in the compute dtype
+  size_t f32 = 0;
+};
+
+// A pre-norm transformer block: the four matrices run in `in_compute` dtype or F32.
+void add_block(Counts& n, int64_t dim, int64_t mlp_ratio, int64_t qk_norm_dim, bool in_compute) {
+  const size_t matrices = static_cast<size_t>((4 + 2 * mlp_ratio) * dim * dim);
+  (in_compute ? n.compute : n.f32) += matrices;
+  // norm1 (2), qkv bias (3), proj bias, ls1, norm2 (2), fc1 bias (ratio), fc2 bias, ls2.
+  n.f32 += static_cast<size_t>((11 + mlp_ratio) * dim + 4 * qk_norm_dim);
+}
+
+Counts count(const ModelConfig& c) {
+  Counts n;
+  const int64_t C = c.dim, p = c.patch;
+  // Aggregator: camera, register and scale tokens (two variants each), frame and global blocks.
+  n.f32 += static_cast<size_t>(2 * C * (2 + c.registers));
+  for (int64_t i = 0; i < 2 * c.depth; ++i) add_block(n, C, c.mlp_ratio, c.head_dim(), true);
+  // DINO: cls, registers, learned position grid, patch embedding, blocks, final norm.
+  n.f32 += static_cast<size_t>(C * (1 + c.registers + 1 + c.pos_grid * c.pos_grid) + C + 2 * C);
+  n.compute += static_cast<size_t>(C * 3 * p * p);
+  for (int64_t i = 0; i < c.dino_depth; ++i) add_block(n, C, c.mlp_ratio, 0, true);
+  // Camera head (F32 throughout), width D = 2C.
+  const int64_t D = 2 * C;
+  for (int64_t i = 0; i < kCameraDepth; ++i) add_block(n, D, kCameraMlpRatio, 0, false);
+  n.f32 += static_cast<size_t>(4 * D                // token_norm, trunk_norm
+                               + 9 + 9 * D + D      // empty pose, embed_pose
+                               + 3 * D * D + 3 * D  // poseLN_modulation
+                               + D / 2 * D + D / 2  // pose_branch.fc1
+                               + 9 * (D / 2) + 9);  // pose_branch.fc2
+  // Depth head (DPT, F32).
+  const int64_t F = c.dpt_features;
+  const auto& o = c.dpt_out;
+  int64_t d = 2 * D;                                   // norm
+  for (int64_t ch : o) d += ch * D + ch + F * ch * 9;  // projects, layer_rn (no bias)
+  d += o[0] * o[0] * 16 + o[0] + o[1] * o[1] * 4 + o[1] + o[3] * o[3] * 9 + o[3];  // resize
+  d += 14 * (9 * F * F + F);   // refinenets 1-3 have two residual units, refinenet4 one
+  d += 4 * (F * F + F);        // out_conv of each refinenet
+  d += F / 2 * F * 9 + F / 2;  // output_conv1
+  d += kDepthHidden * (F / 2) * 9 + kDepthHidden + kDepthOut * kDepthHidden + kDepthOut;
+  n.f32 += static_cast<size_t>(d);
+  return n;
+}
+
+KVCacheConfig kv_config_for(const ModelConfig& c, DType compute, int64_t height, int64_t width,
+                            const StreamOptions& s) {
+  KVCacheConfig k;  // as Model::kv_config and StreamSession set it up
+  k.layers = c.depth;
+  k.heads = c.heads;
+  k.head_dim = c.head_dim();
+  k.special_tokens = ModelConfig::kSpecialTokens;
+  k.tokens_per_frame = k.special_tokens + (height / c.patch) * (width / c.patch);
+  k.scale_frames = s.scale_frames;
+  k.window = s.window;
+  k.cross_frame_special = s.cross_frame_special;
+  k.camera_only = s.camera_only;
+  k.include_scale_frames = s.include_scale_frames;
+  k.dtype = compute;
+  return k;
+}
+
+// Buffers a forward call of `s` frames keeps per shape (the aggregator and DINO cache their work
+// buffers by frame count, so phase 1's set stays allocated next to phase 2's), plus what the
+// call allocates and frees. Derived from Aggregator/Dino/BlockBuffers allocation code.
+size_t call_buffers(const ModelConfig& c, size_t e, int64_t s, int64_t height, int64_t width) {
+  const int64_t C = c.dim, p = c.patch, np = (height / p) * (width / p);
+  const int64_t P = ModelConfig::kSpecialTokens + np, nd = 1 + c.registers + np;
+  const size_t f4 = 4;
+  const size_t block = static_cast<size_t>((9 + c.mlp_ratio) * C) * e;  // per token
+  size_t b = 0;
+  // Aggregator: tokens and frame output (F32), 4 emitted [P, 2C] layers, block buffers, 2D RoPE
+  // table; the 3D RoPE table is rebuilt every call.
+  b += static_cast<size_t>(s * P) * (static_cast<size_t>(10 * C) * f4 + block);
+  b += static_cast<size_t>(s * P * c.head_dim()) * f4 * 2;
+  // DINO: patch rows (F32, and a compute copy), patch embeddings, tokens in/out, block buffers,
+  // position table.
+  const size_t rows = static_cast<size_t>(s * np * 3 * p * p);
+  b += rows * f4 + (e != f4 ? rows * e : 0) + static_cast<size_t>(s * np * C) * e;
+  b += static_cast<size_t>(s * nd) * (static_cast<size_t>(2 * C) * f4 + block);
+  b += static_cast<size_t>(nd * C) * f4;
+  // The normalized frames.
+  b += static_cast<size_t>(s * 3 * height * width) * f4;
+  return b;
+}
+
+// The depth head's per-resolution plan (Dpt::plan_for, F32) and the largest scratch any of its
+// convolutions asks for.
+void depth_buffers(const ModelConfig& c, int64_t height, int64_t width, size_t* plan,
+                   int64_t* scratch_floats) {
+  const int64_t p = c.patch, ph = height / p, pw = width / p, np = ph * pw, F = c.dpt_features;
+  const int64_t D = 2 * c.dim, hw = height * width;
+  const auto& o = c.dpt_out;
+  const int64_t lh[4] = {4 * ph, 2 * ph, ph, (ph - 1) / 2 + 1};
+  const int64_t lw[4] = {4 * pw, 2 * pw, pw, (pw - 1) / 2 + 1};
+  int64_t n = np * D;  // normalized tokens
+  int64_t im2col = 0;
+  auto conv = [&](int64_t ci, int64_t k, int64_t pixels) {
+    im2col = std::max(im2col, std::min(ci * k * k * pixels, kIm2colFloats));
+  };
+  for (int l = 0; l < 4; ++l) {
+    n += 3 * o[l] * np;          // position table, projected rows, projection
+    n += 3 * F * lh[l] * lw[l];  // refinenet input and its two temporaries
+    const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
+    n += 2 * F * oh * ow;          // upsampled, fused
+    conv(o[l], 3, lh[l] * lw[l]);  // layer_rn
+    conv(F, 3, lh[l] * lw[l]);     // residual units
+  }
+  n += o[0] * lh[0] * lw[0] + o[1] * lh[1] * lw[1] + o[3] * lh[3] * lw[3];  // resized levels
+  n += F / 2 * 4 * lh[0] * lw[0];                                           // output_conv1
+  n += 2 * (F / 2) * hw + kDepthHidden * hw + kDepthOut * hw;  // upsampled + its pos, o2, logits
+  conv(o[3], 3, lh[3] * lw[3]);                                // resize_layers.3
+  conv(F, 3, 4 * lh[0] * lw[0]);                               // output_conv1
+  conv(F / 2, 3, hw);                                          // output_conv2.0
+  // Transposed convolutions scatter through a [Co k k, pixels] temporary.
+  const int64_t scatter = std::max(o[0] * 16 * np, o[1] * 4 * np);
+  *plan = static_cast<size_t>(n) * 4;
+  *scratch_floats = std::max(im2col, scatter);
+}
+
+}  // namespace
+
+size_t count_parameters(const ModelConfig& config) {
+  const Counts n = count(config);
+  return n.compute + n.f32;
+}
+
+int64_t stored_frames(int64_t frames, const StreamOptions& stream) {
+  const int64_t scale = std::min<int64_t>(frames, std::max(stream.scale_frames, 1));
+  const int64_t interval = std::max(stream.keyframe_interval, 1);
+  return scale + (frames - scale + interval - 1) / interval;
+}
+
+MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t height,
+                               int64_t width, int64_t frames, const StreamOptions& stream) {
+  MemoryEstimate m;
+  const size_t e = dtype_size(compute);
+  const Counts n = count(config);
+  m.weights = n.compute * e + n.f32 * 4;
+
+  const int64_t stored = stored_frames(frames, stream);
+  m.kv_cache =
+      PagedKVCache::bytes_for(kv_config_for(config, compute, height, width, stream), stored);
+
+  // One camera token (width 2C, F32) per stored frame, K and V, in every (iteration, block) slot.
+  const int64_t chunks = (stored + kCameraChunkFrames - 1) / kCameraChunkFrames;
+  m.camera_cache = static_cast<size_t>(stream.camera_iterations * kCameraDepth * 2 * chunks *
+                                       kCameraChunkFrames * 2 * config.dim) *
+                   4;
+
+  // Activations: phase 1's buffers (scale frames at once) stay allocated next to phase 2's (one
+  // frame); the camera head keeps one scratch sized for the larger call (~32 rows of its width
+  // per frame is generous: norms, qkv, attention, the 4x MLP); the depth head one plan per
+  // resolution; the backend one grow-only scratch block (largest of: im2col column chunk,
+  // transposed-conv scatter, split-attention partials of a streamed frame) and a GEMM workspace.
+  // 10 % on top covers the stream-ordered pool's rounding and small per-call tables.
+  const int64_t s1 = std::min<int64_t>(frames, std::max(stream.scale_frames, 1));
+  const int64_t P = ModelConfig::kSpecialTokens + (height / config.patch) * (width / config.patch);
+  size_t a = call_buffers(config, e, s1, height, width) + call_buffers(config, e, 1, height, width);
+  a += static_cast<size_t>(s1 * 2 * config.dim) * 4 * 32;
+  size_t plan = 0;
+  int64_t scratch = 0;
+  depth_buffers(config, height, width, &plan, &scratch);
+  const int64_t partials = kMaxAttentionSplits * P * config.heads * (config.head_dim() + 1);
+  a += plan + static_cast<size_t>(std::max(scratch, partials)) * 4 + kGemmWorkspace;
+  m.activations = a + a / 10;
+
+  m.total = m.weights + m.kv_cache + m.camera_cache + m.activations;
+  return m;
+}
+
+std::string format_gb(size_t bytes) {
+  char buf[32];
+  if (bytes >= 1000000000)
+    std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+size_t host_memory_available() {
+  std::ifstream f("/proc/meminfo");
+  const std::string key = "MemAvailable:";
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(key, 0) == 0)
+      return std::strtoull(line.c_str() + key.size(), nullptr, 10) * 1024;  // reported in kB
+  return 0;
+}
+
+std::string explain_shortfall(const MemoryEstimate& need, size_t available,
+                              const ModelConfig& config, DType compute, int64_t height,
+                              int64_t width, int64_t frames, const StreamOptions& stream) {
+  const auto num = format_gb;
+  auto fits = [&](const StreamOptions& s, int64_t h, int64_t w) {
+    return estimate_memory(config, compute, h, w, frames, s).total <= available;
+  };
+  // For each knob, the mildest setting that fits on its own. Linear scans: the special-token
+  // stream grows in whole chunks, so the total is not strictly monotonic in the window.
+  std::string tries;
+  auto suggest = [&](const std::string& s) { tries += (tries.empty() ? "" : " or ") + s; };
+  const int64_t stored = stored_frames(frames, stream);
+  for (int64_t w = std::min<int64_t>(stream.window, stored) - 1; w >= 1; --w) {
+    StreamOptions s = stream;
+    s.window = static_cast<int>(w);
+    if (fits(s, height, width)) {
+      suggest("--window " + std::to_string(w));
+      break;
+    }
+  }
+  const int64_t interval = std::max(stream.keyframe_interval, 1);
+  for (int64_t k = interval + 1; k <= std::max<int64_t>(frames - stream.scale_frames, 1); ++k) {
+    StreamOptions s = stream;
+    s.keyframe_interval = static_cast<int>(k);
+    if (fits(s, height, width)) {
+      suggest("--keyframe-interval " + std::to_string(k));
+      break;
+    }
+  }
+  for (int64_t f = stream.scale_frames - 1; f >= 1; --f) {
+    StreamOptions s = stream;
+    s.scale_frames = static_cast<int>(f);
+    if (fits(s, height, width)) {
+      suggest("--scale-frames " + std::to_string(f));
+      break;
+    }
+  }
+  const int64_t p = config.patch;
+  for (int64_t w = width - p; w >= p; w -= p) {
+    const int64_t h = std::max(p, height * w / width / p * p);
+    if (fits(stream, h, w)) {
+      suggest("--size " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
+              " input)");
+      break;
+    }
+  }
+  if (tries.empty())
+    tries = "no single setting fits; combine them or use a larger device";
+  else
+    tries = "try " + tries;
+  return "needs ~" + format_gb(need.total) + " (weights " + num(need.weights) + ", KV cache " +
+         num(need.kv_cache) + ", camera cache " + num(need.camera_cache) + ", activations " +
+         num(need.activations) + "), " + format_gb(available) + " available: " + tries;
+}
+
+}  // namespace lingbot
