@@ -37,17 +37,20 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
   backend_.allow_tf32_convolutions(cfg_.compute != DType::F32);
 }
 
-KVCacheConfig Model::kv_config(int64_t height, int64_t width, int64_t scale_frames,
-                               int64_t window) const {
+KVCacheConfig kv_cache_config(const ModelConfig& m, int64_t height, int64_t width,
+                              const StreamOptions& s) {
   KVCacheConfig c;
-  c.layers = cfg_.depth;
-  c.heads = cfg_.heads;
-  c.head_dim = cfg_.head_dim();
+  c.layers = m.depth;
+  c.heads = m.heads;
+  c.head_dim = m.head_dim();
   c.special_tokens = ModelConfig::kSpecialTokens;
-  c.tokens_per_frame = c.special_tokens + (height / cfg_.patch) * (width / cfg_.patch);
-  c.scale_frames = scale_frames;
-  c.window = window;
-  c.dtype = cfg_.compute;
+  c.tokens_per_frame = c.special_tokens + (height / m.patch) * (width / m.patch);
+  c.scale_frames = s.scale_frames;
+  c.window = s.window;
+  c.cross_frame_special = s.cross_frame_special;
+  c.camera_only = s.camera_only;
+  c.include_scale_frames = s.include_scale_frames;
+  c.dtype = m.compute;
   return c;
 }
 

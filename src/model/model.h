@@ -6,11 +6,17 @@
 
 #include "cache/camera_cache.h"
 #include "cache/paged_kv.h"
+#include "lingbot/engine.h"
 #include "model/aggregator.h"
 #include "model/camera_head.h"
 #include "model/depth_head.h"
 
 namespace lingbot {
+
+// The paged KV cache a model of `config` (its compute dtype included) needs for frames of
+// height x width streamed with `options`.
+KVCacheConfig kv_cache_config(const ModelConfig& config, int64_t height, int64_t width,
+                              const StreamOptions& options);
 
 // images01 [S, 3, H, W] host F32 in [0, 1] -> ImageNet-normalized copy.
 Tensor normalize_imagenet(const Tensor& images01);
@@ -39,7 +45,6 @@ class Model {
   Output forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
                  int64_t scale_frames, Step step, int camera_iterations);
 
-  KVCacheConfig kv_config(int64_t height, int64_t width, int64_t scale_frames, int64_t window) const;
   CameraCache make_camera_cache(int iterations) const;
 
   const ModelConfig& config() const { return cfg_; }

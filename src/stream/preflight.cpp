@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cache/paged_kv.h"
+#include "model/model.h"
 
 namespace lingbot {
 namespace {
@@ -71,19 +72,9 @@ Counts count(const ModelConfig& c) {
 
 KVCacheConfig kv_config_for(const ModelConfig& c, DType compute, int64_t height, int64_t width,
                             const StreamOptions& s) {
-  KVCacheConfig k;  // as Model::kv_config and StreamSession set it up
-  k.layers = c.depth;
-  k.heads = c.heads;
-  k.head_dim = c.head_dim();
-  k.special_tokens = ModelConfig::kSpecialTokens;
-  k.tokens_per_frame = k.special_tokens + (height / c.patch) * (width / c.patch);
-  k.scale_frames = s.scale_frames;
-  k.window = s.window;
-  k.cross_frame_special = s.cross_frame_special;
-  k.camera_only = s.camera_only;
-  k.include_scale_frames = s.include_scale_frames;
-  k.dtype = compute;
-  return k;
+  ModelConfig with_dtype = c;
+  with_dtype.compute = compute;
+  return kv_cache_config(with_dtype, height, width, s);
 }
 
 // Buffers a forward call of `s` frames keeps per shape (the aggregator and DINO cache their work

@@ -40,11 +40,8 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
                       std::to_string(height_) + "; all frames of a sequence must have one size");
     height_ = image.dim(1);
     width_ = image.dim(2);
-    KVCacheConfig c = model_.kv_config(height_, width_, opt_.scale_frames, opt_.window);
-    c.cross_frame_special = opt_.cross_frame_special;
-    c.camera_only = opt_.camera_only;
-    c.include_scale_frames = opt_.include_scale_frames;
-    kv_ = std::make_unique<PagedKVCache>(model_.backend(), c);
+    kv_ = std::make_unique<PagedKVCache>(model_.backend(),
+                                         kv_cache_config(model_.config(), height_, width_, opt_));
     camera_.emplace(model_.make_camera_cache(opt_.camera_iterations));
   }
   if (scale_frames_ == 0) {  // phase 1 collects the scale frames

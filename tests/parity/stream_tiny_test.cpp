@@ -44,8 +44,10 @@ void check_scenario(const std::string& file, int keyframe_interval) {
   Model model(*backend, weights, ModelConfig::preset("tiny"));
   const auto frames = tiny_frames();
   ASSERT_EQ(frames.size(), 16u);
-  const int64_t scale = 4, window = 6, h = frames[0].dim(1), w = frames[0].dim(2);
-  PagedKVCache kv(*backend, model.kv_config(h, w, scale, window));
+  const int scale = 4, window = 6;
+  const int64_t h = frames[0].dim(1), w = frames[0].dim(2);
+  PagedKVCache kv(*backend, kv_cache_config(model.config(), h, w,
+                                             {.scale_frames = scale, .window = window}));
   CameraCache cam = model.make_camera_cache(4);
 
   std::vector<float> pose, depth, conf;
