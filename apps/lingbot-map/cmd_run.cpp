@@ -159,7 +159,8 @@ void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine,
 int run(const RunArgs& a) {
   const PreprocessMode mode = parse_mode(a.preprocess);
   const std::vector<std::string> paths = list_images(a.input);
-  RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input_names(paths))};
+  RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input_names(paths)),
+                     static_cast<int64_t>(paths.size())};
   StreamOptions stream = a.stream;
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
@@ -255,6 +256,13 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   sub->add_option("--camera-iterations", s.camera_iterations, "camera-head refinement steps")
       ->capture_default_str()->check(CLI::Range(1, 64));
+  sub->add_option("--flow-threshold", s.flow_threshold,
+                  "adaptive keyframes: keep a frame when its reprojection motion since the last "
+                  "keyframe exceeds this many pixels (0 = off, fixed interval)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-non-keyframe-gap", s.max_non_keyframe_gap,
+                  "adaptive keyframes: force a keyframe after this many frames")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
 }
 
 void add_run(CLI::App& app) {
