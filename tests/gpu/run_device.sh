@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device session for the CUDA backend: Release build with benchmarks, the GpuOps tests, the
-# GPU benchmarks, a SASS check that attention uses tensor cores, and a memcheck pass over the
-# small cases. Full logs go to $OUT (the device tool brings that folder back); the summary is
+# Checks the CUDA backend on a GPU machine in one go: Release build with benchmarks, the GpuOps
+# tests, the GPU benchmarks, a SASS check that attention uses tensor cores, and a memcheck pass
+# over the small cases. Full logs go to $OUT (default /tmp/lingbot-gpu-out); the summary is
 # printed. Usage, from the repository root: OUT=/tmp/out tests/gpu/run_device.sh
 set -u
 OUT=${OUT:-/tmp/lingbot-gpu-out}
