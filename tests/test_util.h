@@ -77,4 +77,14 @@ inline CliResult run_cli(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// A bad input ends with exactly one line, "lingbot-map: error: ..." containing `needle`, and
+// exit code 1.
+inline void expect_clean_cli_failure(const std::string& args, const std::string& needle) {
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("lingbot-map: error: ", 0), 0u) << r.output;
+}
+
 }  // namespace lingbot::test

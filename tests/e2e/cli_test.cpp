@@ -40,15 +40,6 @@ class Cli : public ::testing::Test {
   static std::string frames() { return test::fixtures_dir() + "/tiny/frames"; }
   static std::string tiny_args() { return "--preprocess none --scale-frames 4 --window 6 --quiet"; }
 
-  // A bad input ends with exactly one line, naming the problem, and exit code 1.
-  static void expect_clean_failure(const std::string& args, const std::string& needle) {
-    Result r = cli(args);
-    EXPECT_EQ(r.code, 1) << r.output;
-    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
-    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-    EXPECT_EQ(r.output.rfind("lingbot-map: error: ", 0), 0u) << r.output;
-  }
-
   static fs::path dir_;
   static TensorMap tiny_;
 };
@@ -103,18 +94,18 @@ TEST_F(Cli, DemoRunsEndToEnd) {
 }
 
 TEST_F(Cli, MissingCheckpoint) {
-  expect_clean_failure("run --model " + path("nope.pt") + " --input " + frames() + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model " + path("nope.pt") + " --input " + frames() + " --out " + path("x"),
                        "nope.pt");
 }
 
 TEST_F(Cli, CorruptAndTruncatedCheckpoints) {
   std::ofstream(path("garbage.safetensors")) << "this is not a checkpoint at all";
-  expect_clean_failure("run --model " + path("garbage.safetensors") + " --input " + frames() +
+  test::expect_clean_cli_failure("run --model " + path("garbage.safetensors") + " --input " + frames() +
                            " --out " + path("x"),
                        "garbage.safetensors");
   fs::copy_file(path("tiny.safetensors"), path("cut.safetensors"));
   fs::resize_file(path("cut.safetensors"), fs::file_size(path("cut.safetensors")) / 2);
-  expect_clean_failure("run --model " + path("cut.safetensors") + " --input " + frames() + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model " + path("cut.safetensors") + " --input " + frames() + " --out " + path("x"),
                        "cut.safetensors");
 }
 
@@ -122,56 +113,56 @@ TEST_F(Cli, MissingUnexpectedAndMisshapenKeysAreNamed) {
   TensorMap m = tiny_;
   m.erase("aggregator.global_blocks.7.attn.proj.bias");
   write_safetensors(path("missing.safetensors"), m);
-  expect_clean_failure("run --model " + path("missing.safetensors") + " --input " + frames() + " " +
+  test::expect_clean_cli_failure("run --model " + path("missing.safetensors") + " --input " + frames() + " " +
                            tiny_args() + " --out " + path("x"),
                        "aggregator.global_blocks.7.attn.proj.bias");
   m = tiny_;
   m["point_head.extra.weight"] = Tensor::zeros({2, 2});
   write_safetensors(path("extra.safetensors"), m);
-  expect_clean_failure("run --model " + path("extra.safetensors") + " --input " + frames() + " " +
+  test::expect_clean_cli_failure("run --model " + path("extra.safetensors") + " --input " + frames() + " " +
                            tiny_args() + " --out " + path("x"),
                        "point_head.extra.weight");
   m = tiny_;
   m["camera_head.trunk.2.attn.qkv.weight"] = Tensor::zeros({4, 4});
   write_safetensors(path("shape.safetensors"), m);
-  expect_clean_failure("run --model " + path("shape.safetensors") + " --input " + frames() + " " +
+  test::expect_clean_cli_failure("run --model " + path("shape.safetensors") + " --input " + frames() + " " +
                            tiny_args() + " --out " + path("x"),
                        "camera_head.trunk.2.attn.qkv.weight");
 }
 
 TEST_F(Cli, BadFrames) {
   fs::create_directories(path("empty"));
-  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("empty") + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("empty") + " --out " + path("x"),
                        "no .png");
-  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("absent") + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("absent") + " --out " + path("x"),
                        "absent");
   // Two sizes in one sequence.
   fs::create_directories(path("mixed"));
   ImageU8 a{70, 56, std::vector<uint8_t>(70 * 56 * 3, 100)}, b{84, 56, std::vector<uint8_t>(84 * 56 * 3, 50)};
   write_png(path("mixed/0.png"), a);
   write_png(path("mixed/1.png"), b);
-  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("mixed") +
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("mixed") +
                            " --preprocess none --scale-frames 1 --quiet --out " + path("x"),
                        "one size");
   // Not a multiple of the patch size without resizing.
   fs::create_directories(path("odd"));
   write_png(path("odd/0.png"), ImageU8{50, 40, std::vector<uint8_t>(50 * 40 * 3, 10)});
-  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("odd") +
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("odd") +
                            " --preprocess none --out " + path("x"),
                        "multiples");
   // A corrupt frame.
   fs::create_directories(path("corrupt"));
   std::ofstream(path("corrupt/0.png")) << "\x89PNG\r\n\x1a\n garbage";
-  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + path("corrupt") + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("corrupt") + " --out " + path("x"),
                        "0.png");
 }
 
 TEST_F(Cli, BadOptions) {
-  expect_clean_failure("run --model synthetic:x --arch tiny --input " + frames() + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model synthetic:x --arch tiny --input " + frames() + " --out " + path("x"),
                        "seed");
-  expect_clean_failure("run --model synthetic:1 --arch huge --input " + frames() + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch huge --input " + frames() + " --out " + path("x"),
                        "huge");
-  expect_clean_failure("run --model synthetic:1 --arch tiny --device tpu --input " + frames() + " --out " + path("x"),
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --device tpu --input " + frames() + " --out " + path("x"),
                        "tpu");
 }
 

@@ -47,14 +47,6 @@ class Exports : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string path(const std::string& name) { return (dir_ / name).string(); }
 
-  static void expect_clean_failure(const std::string& args, const std::string& needle) {
-    Result r = cli(args);
-    EXPECT_EQ(r.code, 1) << r.output;
-    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
-    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-    EXPECT_EQ(r.output.rfind("lingbot-map: error: ", 0), 0u) << r.output;
-  }
-
   static fs::path dir_;
 };
 fs::path Exports::dir_;
@@ -264,9 +256,9 @@ TEST_F(Exports, RunNamesExportsAfterItsInputsAndExportsNothingUnasked) {
 }
 
 TEST_F(Exports, BadExportOptionsFailCleanly) {
-  expect_clean_failure("demo --frames 2 --export tum,obj --out " + path("bad"), "'obj'");
+  test::expect_clean_cli_failure("demo --frames 2 --export tum,obj --out " + path("bad"), "'obj'");
   std::ofstream(path("a_file")) << "x";
-  expect_clean_failure("run --model synthetic:1 --arch tiny --input " + test::fixtures_dir() +
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + test::fixtures_dir() +
                            "/tiny/frames --preprocess none --export ply --out " +
                            path("a_file/out"),
                        "a_file/out");
