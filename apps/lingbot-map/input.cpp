@@ -1,0 +1,143 @@
+#include "input.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "io/video.h"
+#include "lingbot/error.h"
+
+namespace lingbot::cli {
+namespace {
+
+// Errors from preprocessing name the frame they concern.
+Tensor prepare(const Preprocessor& preprocess, const ImageU8& img, const std::string& what) {
+  try {
+    return preprocess(img);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.find(what) != std::string::npos) throw;
+    throw Error(what + ": " + msg);
+  }
+}
+
+class FolderInput final : public FrameInput {
+ public:
+  FolderInput(const std::string& dir, const InputOptions& o, Preprocessor p)
+      : preprocess_(std::move(p)) {
+    const std::vector<std::string> all = list_images(dir);
+    // The reference demo's order: the first K files, then every stride-th of those.
+    const size_t k = o.first_k > 0 ? std::min<size_t>(o.first_k, all.size()) : all.size();
+    for (size_t i = 0; i < k; i += static_cast<size_t>(std::max(1, o.stride)))
+      paths_.push_back(all[i]);
+  }
+  std::optional<Tensor> get(int64_t i) override {
+    if (i < 0 || i >= count()) return std::nullopt;
+    return prepare(preprocess_, load_image(paths_[i]), paths_[i]);
+  }
+  int64_t count() const override { return static_cast<int64_t>(paths_.size()); }
+  // Exported frames keep their input's name (as PNG: they are the model input, re-encoded);
+  // should two inputs differ only in extension, all fall back to numbered names.
+  FrameNamer names() const override {
+    std::vector<std::string> names;
+    std::set<std::string> seen;
+    for (const auto& p : paths_) {
+      names.push_back(std::filesystem::path(p).stem().string() + ".png");
+      if (!seen.insert(names.back()).second) return default_frame_name;
+    }
+    return [names](int64_t i) {
+      return i >= 0 && i < static_cast<int64_t>(names.size()) ? names[i] : default_frame_name(i);
+    };
+  }
+
+ private:
+  Preprocessor preprocess_;
+  std::vector<std::string> paths_;
+};
+
+// Video files and live sources: decoded in order; the latest frames are kept so a caller may
+// ask again for a recent one, and a file is reopened to go further back.
+class VideoInput final : public FrameInput {
+ public:
+  VideoInput(const std::string& source, const InputOptions& o, Preprocessor p)
+      : source_(source), options_(o), preprocess_(std::move(p)) {
+    video_.fps = o.fps;
+    video_.stride = o.stride;
+    video_.first_k = o.first_k;
+    video_.realtime = o.realtime;
+    reader_ = VideoReader::open(source, video_);
+    live_ = reader_->live();
+    count_ = reader_->expected_frames();
+    if (o.exact_count && !live_) {
+      auto counter = VideoReader::open(source, video_);
+      count_ = 0;
+      while (counter->next()) ++count_;
+    }
+    if (!o.quiet && !live_)
+      std::fprintf(stderr, "%s: %.3g frames/s, sampling 1 frame in %d\n", source.c_str(),
+                   reader_->source_fps(), reader_->interval());
+  }
+
+  std::optional<Tensor> get(int64_t i) override {
+    for (const auto& [index, frame] : recent_)
+      if (index == i) return frame;
+    if (i < next_) {
+      LINGBOT_CHECK(!live_, source_ + ": frame " + std::to_string(i) +
+                                " of a live source is no longer available");
+      reader_ = VideoReader::open(source_, video_);
+      next_ = 0;
+      recent_.clear();
+    }
+    while (next_ <= i) {
+      std::optional<VideoFrame> f = reader_->next();
+      if (!f) return std::nullopt;
+      const int64_t index = next_++;
+      if (index < i) continue;
+      if (static_cast<int64_t>(times_.size()) == index) times_.push_back(f->timestamp);
+      Tensor t = prepare(preprocess_, f->image, source_ + ", frame " + std::to_string(index));
+      recent_.emplace_back(index, t);
+      while (static_cast<int64_t>(recent_.size()) > std::max<int64_t>(1, options_.keep_recent))
+        recent_.pop_front();
+      return t;
+    }
+    return std::nullopt;
+  }
+  int64_t count() const override { return count_; }
+  bool live() const override { return live_; }
+  int64_t dropped() const override { return reader_->dropped(); }
+  std::function<double(int64_t)> timestamps() const override {
+    return [this](int64_t i) {
+      return i >= 0 && i < static_cast<int64_t>(times_.size()) ? times_[i] : double(i);
+    };
+  }
+  std::string end_note() const override {
+    const std::string why = reader_->end_reason();
+    return why.empty() ? "" : "the stream ended: " + why;
+  }
+
+ private:
+  std::string source_;
+  InputOptions options_;
+  VideoOptions video_;
+  Preprocessor preprocess_;
+  std::unique_ptr<VideoReader> reader_;
+  bool live_ = false;
+  int64_t count_ = 0, next_ = 0;
+  std::deque<std::pair<int64_t, Tensor>> recent_;
+  std::vector<double> times_;  // by kept frame, for the trajectory (8 bytes a frame)
+};
+
+}  // namespace
+
+std::unique_ptr<FrameInput> open_input(const std::string& input, const InputOptions& options,
+                                       Preprocessor preprocess) {
+  if (classify_input(input) == InputKind::Folder)
+    return std::make_unique<FolderInput>(input, options, std::move(preprocess));
+  return std::make_unique<VideoInput>(input, options, std::move(preprocess));
+}
+
+}  // namespace lingbot::cli

@@ -1,0 +1,55 @@
+// What `run --input` names, as model-input frames by index: a folder of images, a video file or
+// a live source (capture device, stream URL), sampled by --fps, --first-k and --stride.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "io/image.h"
+#include "io/sinks/sink.h"
+#include "lingbot/tensor.h"
+
+namespace lingbot::cli {
+
+struct InputOptions {
+  double fps = 10;  // video files: sampling rate, as the reference demo (0 = every frame)
+  int stride = 1;
+  int64_t first_k = 0;
+  // Frames kept after being handed out, for callers that step back (windowed overlaps).
+  int64_t keep_recent = 1;
+  bool exact_count = false;  // video files: count the kept frames with a decoding pass
+  bool quiet = false;
+  bool realtime = false;  // video files: paced at their own rate, as a live source
+};
+
+// Turns a decoded picture into a model input frame (the run's preprocessing).
+using Preprocessor = std::function<Tensor(const ImageU8&)>;
+
+class FrameInput {
+ public:
+  virtual ~FrameInput() = default;
+  // Frame i, or nothing past the end. Folders: any order. Videos: forward, or back to one of
+  // the `keep_recent` latest frames; further back re-decodes a file from its start and is an
+  // error for a live source.
+  virtual std::optional<Tensor> get(int64_t i) = 0;
+  // Frames expected: exact for folders (and video files with exact_count), the container's
+  // estimate for other files, --first-k or 0 (unknown) for live sources.
+  virtual int64_t count() const = 0;
+  virtual bool live() const { return false; }
+  virtual int64_t dropped() const { return 0; }
+  // Seconds of frame i on the source's clock, for TUM trajectories; empty for folders.
+  virtual std::function<double(int64_t)> timestamps() const { return {}; }
+  virtual FrameNamer names() const { return default_frame_name; }
+  // A line for the end of the run when a live source stopped early, else "".
+  virtual std::string end_note() const { return ""; }
+};
+
+// Throws Error with one line for a missing path, an empty folder, or a source that cannot be
+// opened (including "no video support" in builds without FFmpeg).
+std::unique_ptr<FrameInput> open_input(const std::string& input, const InputOptions& options,
+                                       Preprocessor preprocess);
+
+}  // namespace lingbot::cli

@@ -1,0 +1,166 @@
+// `lingbot-map run` on video files and streams: clips encoded by the test, outputs parsed back,
+// sampling options, and one clear line for each kind of bad source.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "video_test_util.h"
+#include "weights/safetensors.h"
+
+namespace lingbot {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(f, l);)
+    if (!l.empty() && l[0] != '#') out.push_back(l);
+  return out;
+}
+
+// First column of each TUM line, rounded to 0.1 s.
+std::vector<double> tum_times(const std::string& path) {
+  std::vector<double> t;
+  for (const auto& l : lines_of(path)) t.push_back(std::round(std::stod(l) * 10) / 10);
+  return t;
+}
+
+class VideoCli : public test::TempDirTest {
+ protected:
+  static std::string tiny() {
+    return "run --model synthetic:1 --arch tiny --scale-frames 4 --window 6 --quiet ";
+  }
+};
+
+#if LINGBOT_HAVE_FFMPEG
+
+TEST_F(VideoCli, RunsOnAVideoFileAndExportsEverything) {
+  ASSERT_EQ(test::encode_test_video(path("clip.mp4"), 112, 84, 12, 10), "");
+  const test::CliResult r = test::run_cli(tiny() + "--input " + path("clip.mp4") +
+                                          " --size 70 --export all --out " + path("out"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto t = read_safetensors(path("out/predictions.safetensors")).tensors;
+  EXPECT_EQ(t.at("pose_enc").shape(), (Shape{12, 9}));
+  EXPECT_EQ(t.at("depth").shape(), (Shape{12, 56, 70}));  // 112x84 cropped to width 70
+  // TUM stamps are the frames' times in the video.
+  EXPECT_EQ(tum_times(path("out/trajectory_tum.txt")),
+            (std::vector<double>{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1}));
+  EXPECT_EQ(lines_of(path("out/trajectory_kitti.txt")).size(), 12u);
+  const auto json = lines_of(path("out/frames.jsonl"));
+  ASSERT_EQ(json.size(), 12u);
+  EXPECT_EQ(nlohmann::json::parse(json[11])["index"], 11);
+  std::ifstream ply(path("out/points.ply"), std::ios::binary);
+  std::string magic, format;
+  std::getline(ply, magic);
+  std::getline(ply, format);
+  EXPECT_EQ(magic, "ply");
+  EXPECT_EQ(format, "format binary_little_endian 1.0");
+  EXPECT_EQ(lines_of(path("out/colmap/cameras.txt")).size(), 12u);
+  EXPECT_EQ(lines_of(path("out/colmap/images.txt")).size(), 12u);  // + empty 2D-point lines
+  EXPECT_TRUE(fs::exists(path("out/colmap/points3D.txt")));
+  EXPECT_TRUE(fs::exists(path("out/transforms.json")));
+  for (const char* dir : {"depth", "confidence", "images"}) {
+    EXPECT_EQ(std::distance(fs::directory_iterator(path("out/") + dir), fs::directory_iterator{}),
+              12)
+        << dir;
+    EXPECT_TRUE(fs::exists(path("out/") + dir + "/frame_000011.png")) << dir;
+  }
+}
+
+TEST_F(VideoCli, FpsFirstKAndStrideSampleTheVideo) {
+  ASSERT_EQ(test::encode_test_video(path("clip.avi"), 70, 56, 12, 10, "mjpeg"), "");
+  const std::string base =
+      tiny() + "--input " + path("clip.avi") + " --preprocess none --export tum ";
+  auto run = [&](const std::string& opts, const std::string& out) {
+    const test::CliResult r = test::run_cli(base + opts + " --out " + path(out));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return tum_times(path(out + "/trajectory_tum.txt"));
+  };
+  EXPECT_EQ(run("--fps 5", "a"), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0}));
+  EXPECT_EQ(run("--fps 5 --stride 2", "b"), (std::vector<double>{0, 0.4, 0.8}));
+  EXPECT_EQ(run("--fps 0 --first-k 5 --stride 2", "c"), (std::vector<double>{0, 0.2, 0.4}));
+}
+
+TEST_F(VideoCli, WindowedModeReadsAVideoWithoutHoldingIt) {
+  ASSERT_EQ(test::encode_test_video(path("clip.mkv"), 70, 56, 12, 10, "ffv1"), "");
+  const test::CliResult r =
+      test::run_cli(tiny() + "--input " + path("clip.mkv") +
+                    " --preprocess none --mode windowed --window-size 8 --overlap 4 --export tum,"
+                    "colmap --out " +
+                    path("win"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto t = read_safetensors(path("win/predictions.safetensors")).tensors;
+  EXPECT_EQ(t.at("pose_enc").shape(), (Shape{12, 9}));
+  EXPECT_EQ(tum_times(path("win/trajectory_tum.txt")).back(), 1.1);
+  EXPECT_TRUE(fs::exists(path("win/images/frame_000011.png")));
+}
+
+// A file played at its own rate goes through the live path: the model drops behind a 20 frames/s
+// source, the oldest waiting frames are dropped, and the count is reported.
+TEST_F(VideoCli, RealtimeSourceReportsDroppedFrames) {
+  ASSERT_EQ(test::encode_test_video(path("clip.avi"), 70, 56, 24, 20, "mjpeg"), "");
+  const test::CliResult r =
+      test::run_cli(tiny() + "--input " + path("clip.avi") +
+                    " --preprocess none --realtime --export tum --out " + path("live"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const size_t at = r.output.find(" frames dropped");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const int dropped = std::stoi(r.output.substr(r.output.rfind('\n', at) + 1));
+  EXPECT_EQ(static_cast<int>(lines_of(path("live/trajectory_tum.txt")).size()) + dropped, 24);
+}
+
+TEST_F(VideoCli, BadSourcesFailWithOneLine) {
+  const std::string base = tiny() + "--out " + path("x") + " --input ";
+  test::expect_clean_cli_failure(base + path("absent.mp4"), "absent.mp4");
+  std::ofstream(path("empty.mp4")).flush();
+  test::expect_clean_cli_failure(base + path("empty.mp4"), "empty.mp4");
+  std::mt19937 rng(7);
+  std::string noise(50000, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  std::ofstream(path("noise.mp4"), std::ios::binary) << noise;
+  test::expect_clean_cli_failure(base + path("noise.mp4"), "noise.mp4");
+  test::write_silent_wav(path("sound.wav"));
+  test::expect_clean_cli_failure(base + path("sound.wav"), "no video stream");
+  std::ofstream(path("notes.txt")) << "not a video\n";
+  test::expect_clean_cli_failure(base + path("notes.txt"), "notes.txt");
+  std::ofstream(path("photo.png")) << "x";
+  test::expect_clean_cli_failure(base + path("photo.png"), "is an image");
+  test::expect_clean_cli_failure(base + "rtsp://127.0.0.1:9/none", "rtsp://127.0.0.1:9/none");
+  ASSERT_EQ(test::encode_test_video(path("clip.avi"), 70, 56, 4, 10, "mjpeg"), "");
+  test::expect_clean_cli_failure(base + path("clip.avi") + " --realtime --mode windowed",
+                                 "live source");
+}
+
+#else
+
+TEST_F(VideoCli, BuildsWithoutFFmpegSayWhyVideoFails) {
+  std::ofstream(path("clip.mp4")) << "x";
+  test::expect_clean_cli_failure(tiny() + "--input " + path("clip.mp4") + " --out " + path("x"),
+                                 "this build has no video support");
+}
+
+#endif
+
+// --first-k and --stride thin a folder too, in the reference demo's order.
+TEST_F(VideoCli, FolderFirstKAndStride) {
+  const test::CliResult r = test::run_cli(
+      tiny() + "--input " + test::fixtures_dir() +
+      "/tiny/frames --preprocess none --first-k 10 --stride 3 --export json --out " + path("f"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<std::string> images;
+  for (const auto& l : lines_of(path("f/frames.jsonl")))
+    images.push_back(nlohmann::json::parse(l)["image"]);
+  EXPECT_EQ(images, (std::vector<std::string>{"000.png", "003.png", "006.png", "009.png"}));
+}
+
+}  // namespace
+}  // namespace lingbot
