@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -191,6 +192,123 @@ inline Gray16 read_png16(const std::string& path) {
   png_destroy_read_struct(&png, &info, nullptr);
   std::fclose(f);
   return g;
+}
+
+// A GLB checked against the glTF 2.0 container rules; `error` says what broke them.
+struct Glb {
+  nlohmann::json json;
+  std::string bin;
+  std::string error;  // empty = valid
+  bool ok() const { return error.empty(); }
+
+  // The elements of accessor `a` as float (any component type; normalized ones scaled to 1).
+  std::vector<float> floats(int a) const {
+    const auto& acc = json["accessors"][a];
+    const auto& view = json["bufferViews"][acc["bufferView"].get<int>()];
+    const int type = acc["componentType"];
+    const size_t size = type == 5126 || type == 5125 ? 4 : 1;
+    const size_t n = acc["count"].get<size_t>() * components(acc["type"]);
+    const size_t at = view.value("byteOffset", size_t{0}) + acc.value("byteOffset", size_t{0});
+    std::vector<float> out;
+    for (size_t i = 0; i < n; ++i) {
+      const char* p = bin.data() + at + i * size;
+      if (type == 5126) {
+        float f;
+        std::memcpy(&f, p, 4);
+        out.push_back(f);
+      } else if (type == 5125) {
+        uint32_t u;
+        std::memcpy(&u, p, 4);
+        out.push_back(float(u));
+      } else {
+        const uint8_t u = uint8_t(*p);
+        out.push_back(acc.value("normalized", false) ? u / 255.0f : u);
+      }
+    }
+    return out;
+  }
+  static size_t components(const std::string& type) {
+    return type == "SCALAR" ? 1 : type == "VEC2" ? 2 : type == "VEC3" ? 3 : type == "VEC4" ? 4 : 0;
+  }
+};
+
+inline Glb read_glb(const std::string& path) {
+  Glb g;
+  std::ifstream f(path, std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    if (at + 4 <= data.size()) std::memcpy(&v, data.data() + at, 4);
+    return v;
+  };
+  if (data.size() < 20 || u32(0) != 0x46546C67 || u32(4) != 2) return g.error = "header", g;
+  if (u32(8) != data.size()) return g.error = "length in the header", g;
+  const uint32_t json_len = u32(12);
+  if (u32(16) != 0x4E4F534A || json_len % 4 || 20 + size_t(json_len) > data.size())
+    return g.error = "JSON chunk", g;
+  const std::string text = data.substr(20, json_len);
+  if (text.find('\0') != std::string::npos) return g.error = "JSON padding", g;  // spaces only
+  if (!nlohmann::json::accept(text)) return g.error = "JSON text", g;
+  g.json = nlohmann::json::parse(text);
+  size_t at = 20 + json_len;
+  if (at < data.size()) {
+    const uint32_t bin_len = u32(at);
+    if (u32(at + 4) != 0x004E4942 || bin_len % 4 || at + 8 + bin_len != data.size())
+      return g.error = "BIN chunk", g;
+    g.bin = data.substr(at + 8, bin_len);
+  }
+  if (g.json["asset"]["version"] != "2.0") return g.error = "asset version", g;
+  const size_t buffer = g.json.contains("buffers") ? g.json["buffers"][0]["byteLength"].get<size_t>()
+                                                   : 0;
+  if (buffer > g.bin.size() || g.bin.size() - buffer >= 4) return g.error = "buffer length", g;
+  for (const auto& v : g.json.value("bufferViews", nlohmann::json::array()))
+    if (v.value("byteOffset", size_t{0}) + v["byteLength"].get<size_t>() > buffer)
+      return g.error = "buffer view out of the buffer", g;
+  for (const auto& a : g.json.value("accessors", nlohmann::json::array())) {
+    const auto& v = g.json["bufferViews"][a["bufferView"].get<int>()];
+    const int type = a["componentType"];
+    const size_t size = type == 5126 || type == 5125 ? 4 : 1;
+    const size_t bytes = a["count"].get<size_t>() * Glb::components(a["type"]) * size;
+    if (a["count"].get<size_t>() < 1 || bytes != v["byteLength"].get<size_t>() ||
+        v.value("byteOffset", size_t{0}) % 4)
+      return g.error = "accessor does not fill its view", g;
+  }
+  return g;
+}
+
+struct Npy {
+  std::string descr, shape;  // "<f4", "(12, 20)"
+  bool fortran_order = true;
+  size_t data_offset = 0;
+  std::vector<float> values;
+  bool ok = false;
+};
+
+// NumPy format 1.0, parsed from its header dict like numpy.lib.format does (the fields we write).
+inline Npy read_npy(const std::string& path) {
+  Npy n;
+  std::ifstream f(path, std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (data.size() < 10 || data.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)) != 0) return n;
+  const size_t len = uint8_t(data[8]) | size_t(uint8_t(data[9])) << 8;
+  n.data_offset = 10 + len;
+  if (n.data_offset > data.size() || data[n.data_offset - 1] != '\n') return n;
+  const std::string dict = data.substr(10, len);
+  auto field = [&](const std::string& key) {
+    const size_t at = dict.find("'" + key + "': ");
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + key.size() + 4;
+    const size_t to = dict[from] == '(' ? dict.find(')', from) + 1 : dict.find(',', from);
+    return dict.substr(from, to - from);
+  };
+  n.descr = field("descr");
+  n.fortran_order = field("fortran_order") != "False";
+  n.shape = field("shape");
+  const size_t count = (data.size() - n.data_offset) / 4;
+  n.values.resize(count);
+  std::memcpy(n.values.data(), data.data() + n.data_offset, count * 4);
+  n.ok = (data.size() - n.data_offset) % 4 == 0;
+  return n;
 }
 
 }  // namespace lingbot::test

@@ -172,6 +172,33 @@ TEST_F(Exports, DemoWritesEveryFormatAndEachAgreesWithThePredictions) {
   EXPECT_EQ(int64_t(next), cloud.count);
   EXPECT_GT(cloud.count, 0);
 
+  // points.glb: the PLY's points as a valid glTF, and a camera per frame.
+  const auto glb = test::read_glb(out + "/points.glb");
+  ASSERT_TRUE(glb.ok()) << glb.error;
+  EXPECT_EQ(glb.json["accessors"][0]["count"].get<int64_t>(), cloud.count);
+  const auto xyz = glb.floats(0);
+  ASSERT_EQ(xyz.size(), cloud.vertices.size() * 3);
+  for (size_t i = 0; i < cloud.vertices.size(); ++i) {
+    ASSERT_EQ(xyz[3 * i], cloud.vertices[i].x);
+    ASSERT_EQ(xyz[3 * i + 2], cloud.vertices[i].z);
+  }
+  EXPECT_EQ(glb.json["accessors"][2]["count"], 6 * 5);
+
+  // Float32 maps: the predictions exactly, and the PNGs within their quantisation.
+  for (int f = 0; f < 6; ++f) {
+    const std::string npy = name(f).substr(0, name(f).size() - 4) + ".npy";
+    const auto d = test::read_npy(out + "/depth_f32/" + npy);
+    const auto c = test::read_npy(out + "/confidence_f32/" + npy);
+    ASSERT_TRUE(d.ok && c.ok) << npy;
+    EXPECT_EQ(d.shape, "(" + std::to_string(H) + ", " + std::to_string(W) + ")");
+    ASSERT_EQ(d.values, frames[f].depth);
+    ASSERT_EQ(c.values, frames[f].confidence);
+    const auto png = test::read_png16(out + "/depth/" + name(f));
+    for (size_t i = 0; i < png.values.size(); ++i)
+      if (d.values[i] > 0 && d.values[i] < 65535 / ds)
+        ASSERT_NEAR(png.values[i] / ds, d.values[i], 0.5 / ds + 1e-6) << f << " " << i;
+  }
+
   // COLMAP: a camera and an image (w2c) per frame, the same points as the PLY.
   const auto cams = data_lines(out + "/colmap/cameras.txt");
   const auto imgs = data_lines(out + "/colmap/images.txt");
@@ -264,6 +291,20 @@ TEST_F(Exports, BadExportOptionsFailCleanly) {
                        "a_file/out");
 }
 
+// A bad --out is refused with one line before anything runs, in both modes and with or
+// without exports ("a path under a regular file" fails for root too, unlike permissions).
+TEST_F(Exports, UnwritableOutputFolderFailsCleanlyBeforeRunning) {
+  std::ofstream(path("plain_file")) << "x";
+  const std::string base = "run --model synthetic:1 --arch tiny --input " + test::fixtures_dir() +
+                           "/tiny/frames --preprocess none --scale-frames 4 --window 6 --quiet";
+  for (const char* extra : {"", " --mode windowed --window-size 6 --overlap 2",
+                            " --export glb,depth_f32", " --no-preflight"}) {
+    SCOPED_TRACE(extra);
+    test::expect_clean_cli_failure(base + extra + " --out " + path("plain_file/out"),
+                                   "cannot create output folder " + path("plain_file/out"));
+  }
+}
+
 // A process that dies after some frames, without finish() or destructors, leaves files that
 // parse and hold exactly the frames it completed.
 TEST_F(Exports, SinksKilledWithoutFinishLeaveValidFiles) {
@@ -300,6 +341,11 @@ TEST_F(Exports, SinksKilledWithoutFinishLeaveValidFiles) {
   const auto ns = nlohmann::json::parse(std::ifstream(out + "/transforms.json"));
   EXPECT_EQ(ns["frames"].size(), 3u);
   EXPECT_TRUE(fs::exists(out + "/depth/frame_000002.png"));
+  EXPECT_EQ(test::read_npy(out + "/depth_f32/frame_000002.npy").values,
+            test::make_frame(2).depth);
+  // Fewer frames than a GLB rewrite: the empty scene written at the start, still valid.
+  const auto glb = test::read_glb(out + "/points.glb");
+  EXPECT_TRUE(glb.ok()) << glb.error;
 }
 
 // The real thing: the demo killed mid-stream keeps valid exports of the frames it finished.
@@ -339,6 +385,8 @@ TEST_F(Exports, KilledDemoKeepsValidExports) {
     ASSERT_TRUE(std::isfinite(v.x) && std::isfinite(v.y) && std::isfinite(v.z));
     ASSERT_GT(v.confidence, 1.5f);
   }
+  const auto glb = test::read_glb(out + "/points.glb");
+  EXPECT_TRUE(glb.ok()) << glb.error;
   const auto ns = nlohmann::json::parse(std::ifstream(out + "/transforms.json"));
   // Sinks run in order for each frame, so nerfstudio may trail frames.jsonl by one frame.
   EXPECT_GE(ns["frames"].size() + 1, json.size());

@@ -394,6 +394,155 @@ TEST_F(Sinks, NerfstudioTransformsUseTheOpenGlCameraConvention) {
   }
 }
 
+// The GLB's points are the PLY's, vertex for vertex; each camera is a 5-vertex, 8-line frustum.
+TEST_F(Sinks, GlbHoldsThePlyPointsAndAFrustumPerCamera) {
+  const PointOptions o{.conf_threshold = 1.5f, .stride = 2};
+  auto glb = make_glb_sink(path("p.glb"), o);
+  auto ply = make_ply_sink(path("p.ply"), o);
+  std::vector<FrameResult> frames = {make_frame(0), make_frame(1, kQuats[2]), make_frame(2)};
+  const Tensor rgb = make_rgb_u8(3);
+  for (auto& f : frames) {
+    glb->add(f, &rgb);
+    ply->add(f, &rgb);
+  }
+  glb->finish();
+  ply->finish();
+  const auto cloud = test::read_ply(path("p.ply"));
+  const auto g = test::read_glb(path("p.glb"));
+  ASSERT_TRUE(cloud.ok);
+  ASSERT_TRUE(g.ok()) << g.error;
+  const auto& j = g.json;
+  ASSERT_EQ(j["meshes"].size(), 2u);
+  const auto& points = j["meshes"][0]["primitives"][0];
+  EXPECT_EQ(points["mode"], 0);
+  const int pos = points["attributes"]["POSITION"], col = points["attributes"]["COLOR_0"];
+  ASSERT_EQ(j["accessors"][pos]["count"].get<int64_t>(), cloud.count);
+  const auto xyz = g.floats(pos), rgba = g.floats(col);
+  ASSERT_EQ(xyz.size(), cloud.vertices.size() * 3);
+  ASSERT_EQ(rgba.size(), cloud.vertices.size() * 4);
+  std::array<float, 3> lo = {INFINITY, INFINITY, INFINITY}, hi = {-INFINITY, -INFINITY, -INFINITY};
+  for (size_t i = 0; i < cloud.vertices.size(); ++i) {
+    const auto& v = cloud.vertices[i];
+    ASSERT_EQ(xyz[3 * i], v.x);
+    ASSERT_EQ(xyz[3 * i + 1], v.y);
+    ASSERT_EQ(xyz[3 * i + 2], v.z);
+    ASSERT_EQ(rgba[4 * i], v.r / 255.0f);
+    ASSERT_EQ(rgba[4 * i + 1], v.g / 255.0f);
+    ASSERT_EQ(rgba[4 * i + 2], v.b / 255.0f);
+    ASSERT_EQ(rgba[4 * i + 3], 1.0f);
+    for (int k = 0; k < 3; ++k) {
+      lo[k] = std::min(lo[k], xyz[3 * i + k]);
+      hi[k] = std::max(hi[k], xyz[3 * i + k]);
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(j["accessors"][pos]["min"][k].get<float>(), lo[k]);
+    EXPECT_EQ(j["accessors"][pos]["max"][k].get<float>(), hi[k]);
+  }
+
+  const auto& cams = j["meshes"][1]["primitives"][0];
+  EXPECT_EQ(cams["mode"], 1);
+  const auto corners = g.floats(cams["attributes"]["POSITION"]);
+  const auto lines = g.floats(cams["indices"]);
+  ASSERT_EQ(corners.size(), frames.size() * 5 * 3);
+  ASSERT_EQ(lines.size(), frames.size() * 16);
+  for (size_t f = 0; f < frames.size(); ++f) {
+    const auto& m = frames[f].c2w;
+    const float* apex = &corners[f * 15];
+    EXPECT_EQ(apex[0], m[3]);
+    EXPECT_EQ(apex[1], m[7]);
+    EXPECT_EQ(apex[2], m[11]);
+    // The base lies in front of the camera, on the rays through the image corners.
+    double depth = 0;
+    for (int c = 1; c <= 4; ++c) {
+      double cam[3];
+      for (int r = 0; r < 3; ++r)
+        cam[r] = frames[f].w2c[r * 4] * apex[3 * c] + frames[f].w2c[r * 4 + 1] * apex[3 * c + 1] +
+                 frames[f].w2c[r * 4 + 2] * apex[3 * c + 2] + frames[f].w2c[r * 4 + 3];
+      EXPECT_GT(cam[2], 0);
+      if (c == 1) depth = cam[2];
+      EXPECT_NEAR(cam[2], depth, 1e-4);
+      const auto& k = frames[f].intrinsics;
+      const double u = k[0] * cam[0] / cam[2] + k[2], v = k[4] * cam[1] / cam[2] + k[5];
+      EXPECT_NEAR(u, c == 1 || c == 4 ? -0.5 : kW - 0.5, 1e-3);
+      EXPECT_NEAR(v, c <= 2 ? -0.5 : kH - 0.5, 1e-3);
+    }
+    for (size_t i = 0; i < 16; ++i) {
+      EXPECT_GE(lines[f * 16 + i], float(f * 5));
+      EXPECT_LT(lines[f * 16 + i], float(f * 5 + 5));
+    }
+  }
+  // OpenCV world axes under a root node that turns them to glTF's y-up.
+  EXPECT_EQ(j["nodes"][0]["rotation"], nlohmann::json({1.0, 0.0, 0.0, 0.0}));
+  EXPECT_EQ(j["nodes"][0]["children"].size(), 2u);
+}
+
+TEST_F(Sinks, GlbIsValidWhenEmptyAndAfterEachRewriteWithoutFinish) {
+  auto sink = make_glb_sink(path("p.glb"), {});
+  auto empty = test::read_glb(path("p.glb"));  // written at once
+  ASSERT_TRUE(empty.ok()) << empty.error;
+  EXPECT_FALSE(empty.json.contains("meshes"));
+  EXPECT_TRUE(empty.bin.empty());
+  int64_t points = 0;
+  for (int f = 0; f < 17; ++f) {
+    const FrameResult r = make_frame(f);
+    sink->add(r, nullptr);
+    if (f < 16) points += int64_t(expected_points(r, 1.5f, 4).size());
+  }
+  // Rewritten after frame 16, not yet after 17.
+  const auto g = test::read_glb(path("p.glb"));
+  ASSERT_TRUE(g.ok()) << g.error;
+  EXPECT_EQ(g.json["accessors"][0]["count"], points);
+  EXPECT_EQ(g.json["asset"]["extras"]["frames"], 16);
+  EXPECT_FALSE(fs::exists(path("p.glb.tmp")));
+  sink->finish();
+  EXPECT_EQ(test::read_glb(path("p.glb")).json["asset"]["extras"]["frames"], 17);
+}
+
+TEST_F(Sinks, GlbDrawsEveryKthCameraBeyond512) {
+  auto sink = make_glb_sink(path("p.glb"), {});
+  for (int f = 0; f < 600; ++f) sink->add(make_frame(f), nullptr);
+  sink->finish();
+  const auto g = test::read_glb(path("p.glb"));
+  ASSERT_TRUE(g.ok()) << g.error;
+  const int corners = g.json["meshes"][1]["primitives"][0]["attributes"]["POSITION"];
+  EXPECT_EQ(g.json["accessors"][corners]["count"], 300 * 5);  // frames 0, 2, ..., 598
+  const auto xyz = g.floats(corners);
+  EXPECT_EQ(xyz[5 * 3 * 299], make_frame(598).c2w[3]);
+}
+
+TEST_F(Sinks, DepthNpyHoldsTheFloatMapsExactly) {
+  auto sink = make_depth_npy_sink(dir_.string(), [](int64_t i) { return "in" + std::to_string(i) + ".png"; });
+  FrameResult a = make_frame(0), b = make_frame(1);
+  a.depth[0] = NAN;
+  a.depth[1] = -2;
+  a.depth[2] = 1e6f;
+  a.confidence[3] = 12345.678f;
+  sink->add(a, nullptr);
+  sink->add(b, nullptr);
+  sink->finish();
+  for (const FrameResult* r : {&a, &b}) {
+    const std::string name = "in" + std::to_string(r->index) + ".npy";
+    for (const auto& [folder, want] :
+         {std::pair{"depth_f32/", &r->depth}, std::pair{"confidence_f32/", &r->confidence}}) {
+      const auto n = test::read_npy(path(folder + name));
+      ASSERT_TRUE(n.ok) << folder << name;
+      EXPECT_EQ(n.descr, "'<f4'");
+      EXPECT_FALSE(n.fortran_order);
+      EXPECT_EQ(n.shape, "(" + std::to_string(kH) + ", " + std::to_string(kW) + ")");
+      EXPECT_EQ(n.data_offset % 64, 0u);
+      ASSERT_EQ(n.values.size(), want->size());
+      for (size_t i = 0; i < want->size(); ++i) {
+        if (std::isnan((*want)[i]))
+          EXPECT_TRUE(std::isnan(n.values[i]));
+        else
+          ASSERT_EQ(n.values[i], (*want)[i]) << i;
+      }
+    }
+  }
+  EXPECT_FALSE(fs::exists(path("depth_f32/in1.npy.tmp")));
+}
+
 TEST_F(Sinks, UnwritableOutputFolderThrowsError) {
   std::ofstream(path("file")) << "x";  // a file where a folder should be: fails even as root
   const std::string bad = path("file/sub");
@@ -401,6 +550,8 @@ TEST_F(Sinks, UnwritableOutputFolderThrowsError) {
   EXPECT_THROW(make_frames_json_sink(bad + "/f.jsonl"), Error);
   EXPECT_THROW(make_depth_png_sink(bad), Error);
   EXPECT_THROW(make_ply_sink(bad + "/p.ply"), Error);
+  EXPECT_THROW(make_glb_sink(bad + "/p.glb"), Error);
+  EXPECT_THROW(make_depth_npy_sink(bad), Error);
   EXPECT_THROW(make_image_sink(bad), Error);
   EXPECT_THROW(make_colmap_sink(bad), Error);
   EXPECT_THROW(make_nerfstudio_sink(bad + "/transforms.json"), Error);
@@ -418,7 +569,7 @@ TEST_F(Sinks, UnwritableOutputFolderThrowsError) {
 }
 
 TEST_F(Sinks, ExportListsAndTheLayoutOfMakeSinks) {
-  EXPECT_EQ(parse_export_list("all").size(), 7u);
+  EXPECT_EQ(parse_export_list("all").size(), 9u);
   EXPECT_TRUE(parse_export_list("none").empty());
   EXPECT_TRUE(parse_export_list("").empty());
   EXPECT_EQ(parse_export_list("ply,tum,ply"), (std::vector<std::string>{"ply", "tum"}));
@@ -433,7 +584,7 @@ TEST_F(Sinks, ExportListsAndTheLayoutOfMakeSinks) {
   o.out_dir = path("out");
   o.formats = parse_export_list("all");
   auto sinks = make_sinks(o);
-  EXPECT_EQ(sinks.size(), 8u);  // the seven and the model-input images
+  EXPECT_EQ(sinks.size(), 10u);  // the nine and the model-input images
   const Tensor rgb = make_rgb_u8(2);
   for (int f = 0; f < 2; ++f)
     for (auto& s : sinks) s->add(make_frame(f), &rgb);
@@ -441,7 +592,8 @@ TEST_F(Sinks, ExportListsAndTheLayoutOfMakeSinks) {
   for (const char* p :
        {"trajectory_tum.txt", "trajectory_kitti.txt", "frames.jsonl", "depth/frame_000001.png",
         "confidence/frame_000001.png", "depth_scale.json", "points.ply", "images/frame_000001.png",
-        "colmap/cameras.txt", "colmap/images.txt", "colmap/points3D.txt", "transforms.json"})
+        "colmap/cameras.txt", "colmap/images.txt", "colmap/points3D.txt", "transforms.json",
+        "points.glb", "depth_f32/frame_000001.npy", "confidence_f32/frame_000001.npy"})
     EXPECT_TRUE(fs::is_regular_file(path("out/") + p)) << p;
 }
 

@@ -74,6 +74,22 @@ void OutFile::close() {
   if (!ok) fail();
 }
 
+void replace_file(const std::string& path, const std::function<void(OutFile&)>& write) {
+  const std::string tmp = path + ".tmp";
+  try {
+    OutFile f(tmp, true);
+    write(f);
+    f.close();
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write " + path + ": " + ec.message());
+}
+
 std::string fmt(float v) {
   char buf[32];
   return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
@@ -152,7 +168,8 @@ std::string default_frame_name(int64_t index) {
 }
 
 namespace {
-const char* const kFormats[] = {"tum", "kitti", "json", "depth", "ply", "colmap", "nerfstudio"};
+const char* const kFormats[] = {"tum", "kitti", "json",   "depth",     "depth_f32",
+                                 "ply", "glb",   "colmap", "nerfstudio"};
 }
 
 std::vector<std::string> parse_export_list(const std::string& list) {
@@ -170,7 +187,8 @@ std::vector<std::string> parse_export_list(const std::string& list) {
     }
     if (std::find(std::begin(kFormats), std::end(kFormats), item) == std::end(kFormats))
       throw Error("unknown export format '" + item +
-                  "' (tum, kitti, json, depth, ply, colmap, nerfstudio, all or none)");
+                  "' (tum, kitti, json, depth, depth_f32, ply, glb, colmap, nerfstudio, all or "
+                  "none)");
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
   return out;
@@ -190,7 +208,9 @@ std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
     sinks.push_back(make_trajectory_sink(dir + "/trajectory_kitti.txt", TrajectoryFormat::KITTI));
   if (has("json")) sinks.push_back(make_frames_json_sink(dir + "/frames.jsonl", name));
   if (has("depth")) sinks.push_back(make_depth_png_sink(dir, o.depth, name));
+  if (has("depth_f32")) sinks.push_back(make_depth_npy_sink(dir, name));
   if (has("ply")) sinks.push_back(make_ply_sink(dir + "/points.ply", o.points));
+  if (has("glb")) sinks.push_back(make_glb_sink(dir + "/points.glb", o.points));
   // COLMAP and nerfstudio describe cameras of the model input, which differs from the
   // original pictures after crop/resize, so the input itself goes beside them.
   if (has("colmap") || has("nerfstudio")) sinks.push_back(make_image_sink(dir + "/images", name));

@@ -5,7 +5,9 @@
 //   trajectory_tum.txt, trajectory_kitti.txt   camera-to-world poses, one line per frame
 //   frames.jsonl                               cameras as JSON, one object per line
 //   depth/NAME, confidence/NAME, depth_scale.json   16-bit PNG maps
+//   depth_f32/NAME.npy, confidence_f32/NAME.npy float32 maps (NAME without its .png)
 //   points.ply                                 binary point cloud, world coordinates
+//   points.glb                                 glTF 2.0: the same points and camera frusta
 //   images/NAME                                the model input, for colmap and nerfstudio
 //   colmap/{cameras,images,points3D}.txt       COLMAP text model
 //   transforms.json                            nerfstudio cameras
@@ -58,6 +60,15 @@ struct PointOptions {
 // Binary little-endian PLY: float x y z, uchar red green blue, float confidence.
 std::unique_ptr<ResultSink> make_ply_sink(const std::string& path, PointOptions options = {});
 
+// Float32 maps as NumPy .npy ('<f4', shape (H, W)): DIR/depth_f32/NAME.npy and
+// DIR/confidence_f32/NAME.npy, NAME being `name`'s with .npy for its extension.
+std::unique_ptr<ResultSink> make_depth_npy_sink(const std::string& dir, FrameNamer name = {});
+
+// Binary glTF 2.0: the PLY's points (a POINTS mesh, COLOR_0 as normalized RGBA8) and a LINES
+// frustum per camera (every frame up to 512, then every k-th), in the world frame. Kept in
+// memory and rewritten whole every 16 or more frames (see glb.cpp), so valid after a kill.
+std::unique_ptr<ResultSink> make_glb_sink(const std::string& path, PointOptions options = {});
+
 // The model input as 8-bit PNG: DIR/NAME.
 std::unique_ptr<ResultSink> make_image_sink(const std::string& dir, FrameNamer name = {});
 
@@ -84,7 +95,7 @@ struct ExportOptions {
   FrameNamer name;  // empty = default_frame_name
 };
 
-// "tum,kitti,json,depth,ply,colmap,nerfstudio", "all" or "none" (or empty); throws Error
+// "tum,kitti,json,depth,depth_f32,ply,glb,colmap,nerfstudio", "all" or "none" (or empty); throws Error
 // naming an unknown entry.
 std::vector<std::string> parse_export_list(const std::string& list);
 

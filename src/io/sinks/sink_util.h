@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,10 @@ class OutFile {
   std::FILE* f_ = nullptr;
   int64_t size_ = 0;
 };
+
+// Writes `path` whole into a temporary beside it, then renames it over `path`: readers, and a
+// run killed meanwhile, only ever see the previous file or the complete new one.
+void replace_file(const std::string& path, const std::function<void(OutFile&)>& write);
 
 // Shortest text that reads back as the same float / double ("0.1", "3", "1e-07").
 std::string fmt(float v);
