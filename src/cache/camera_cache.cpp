@@ -9,38 +9,81 @@ namespace lingbot {
 
 CameraCache::CameraCache(Backend& backend, int iterations, int depth, int64_t heads,
                          int64_t head_dim, DType dtype, int64_t chunk_frames)
-    : iterations_(iterations), depth_(depth), dtype_(dtype) {
+    : backend_(&backend),
+      iterations_(iterations),
+      depth_(depth),
+      heads_(heads),
+      head_dim_(head_dim),
+      dtype_(dtype),
+      chunk_frames_(chunk_frames) {
   LINGBOT_CHECK(iterations > 0 && depth > 0, "CameraCache: needs at least one slot");
   slots_.reserve(static_cast<size_t>(iterations) * depth);
   for (int i = 0; i < iterations * depth; ++i)
-    slots_.emplace_back(backend, heads, head_dim, dtype, chunk_frames);
+    slots_.push_back({std::nullopt, KVStream(backend, heads, head_dim, dtype, chunk_frames)});
 }
 
-KVStream& CameraCache::slot(int iteration, int block) {
+void CameraCache::set_limit(const CameraCacheLimit& limit) {
+  LINGBOT_CHECK(limit.pinned >= 0 && limit.recent >= 0, "CameraCache: negative limit");
+  LINGBOT_CHECK(rows() == 0, "CameraCache: the limit is set on an empty cache");
+  limit_ = limit;
+  for (Slot& s : slots_) {
+    s.pinned.reset();
+    // The pinned frames get one exact chunk of their own so that the rest can be dropped in
+    // whole chunks behind them.
+    if (limit_.recent > 0 && limit_.pinned > 0)
+      s.pinned.emplace(*backend_, heads_, head_dim_, dtype_, limit_.pinned);
+  }
+}
+
+void CameraCache::trim() {
+  if (limit_.recent == 0) return;
+  for (Slot& s : slots_) s.rest.drop_front(std::max<int64_t>(s.rest.rows() - limit_.recent, 0));
+}
+
+CameraCache::Slot& CameraCache::slot(int iteration, int block) {
   LINGBOT_CHECK(
       iteration >= 0 && iteration < iterations_ && block >= 0 && block < depth_,
       "CameraCache: no slot (" + std::to_string(iteration) + ", " + std::to_string(block) + ")");
   return slots_[static_cast<size_t>(iteration) * depth_ + block];
 }
 
-const KVStream& CameraCache::slot(int iteration, int block) const {
+const CameraCache::Slot& CameraCache::slot(int iteration, int block) const {
   return const_cast<CameraCache*>(this)->slot(iteration, block);
 }
 
 void CameraCache::append(int iteration, int block, const Tensor& k, const Tensor& v) {
-  slot(iteration, block).append(k, v);
+  Slot& s = slot(iteration, block);
+  if (!s.pinned) {
+    s.rest.append(k, v);
+    return;
+  }
+  const int64_t n = k.numel() / (heads_ * head_dim_);
+  LINGBOT_CHECK(
+      k.numel() == n * heads_ * head_dim_ && v.numel() == k.numel(),
+      "CameraCache::append: rows " + shape_str(k.shape()) + " do not match heads x head_dim");
+  // Rows join the pinned part only while it is short and nothing follows it.
+  const int64_t pin = s.rest.rows() == 0 ? std::min(n, limit_.pinned - s.pinned->rows()) : 0;
+  const Tensor k2 = k.reshape({n, heads_, head_dim_}), v2 = v.reshape({n, heads_, head_dim_});
+  if (pin > 0) s.pinned->append(k2.slice(0, pin), v2.slice(0, pin));
+  if (pin < n) s.rest.append(k2.slice(pin, n), v2.slice(pin, n));
 }
 
 void CameraCache::segments(int iteration, int block, std::vector<KVSegment>& out) const {
-  slot(iteration, block).segments(out);
+  const Slot& s = slot(iteration, block);
+  if (s.pinned) s.pinned->segments(out);
+  s.rest.segments(out);
 }
 
 void CameraCache::truncate(int64_t frames) {
   int64_t longest = 0;
-  for (const KVStream& s : slots_) longest = std::max(longest, s.rows());
+  for (const Slot& s : slots_) longest = std::max(longest, s.rows());
   LINGBOT_CHECK(frames >= 0 && frames <= longest, "CameraCache::truncate beyond its end");
   // Slots can differ in length only after a forward call failed half-way; min() restores them.
-  for (KVStream& s : slots_) s.truncate(std::min(frames, s.rows()));
+  for (Slot& s : slots_) {
+    const int64_t pinned = s.pinned ? std::min(frames, s.pinned->rows()) : 0;
+    if (s.pinned) s.pinned->truncate(pinned);
+    s.rest.truncate(std::min(frames - pinned, s.rest.rows()));
+  }
 }
 
 void CameraCache::rollback_last_frame() {
@@ -50,14 +93,31 @@ void CameraCache::rollback_last_frame() {
 
 size_t CameraCache::bytes_in_use() const {
   size_t n = 0;
-  for (const KVStream& s : slots_) n += s.bytes_in_use();
+  for (const Slot& s : slots_)
+    n += (s.pinned ? s.pinned->bytes_in_use() : 0) + s.rest.bytes_in_use();
   return n;
 }
 
 size_t CameraCache::bytes_reserved() const {
   size_t n = 0;
-  for (const KVStream& s : slots_) n += s.bytes_reserved();
+  for (const Slot& s : slots_)
+    n += (s.pinned ? s.pinned->bytes_reserved() : 0) + s.rest.bytes_reserved();
   return n;
+}
+
+size_t CameraCache::bytes_for(int64_t slots, int64_t row_elems, DType dtype, int64_t chunk_frames,
+                              int64_t frames, const CameraCacheLimit& limit) {
+  const size_t row = static_cast<size_t>(row_elems) * dtype_size(dtype) * 2;  // K+V
+  int64_t rows = 0;
+  if (limit.recent == 0) {
+    rows = KVStream::chunks_for(frames, 0, 1, chunk_frames) * chunk_frames;
+  } else {
+    const int64_t pinned = std::min(frames, limit.pinned);
+    // trim() leaves `recent` frames before each step stores one more.
+    rows = (pinned > 0 ? limit.pinned : 0) +
+           KVStream::chunks_for(frames - pinned, limit.recent + 1, 1, chunk_frames) * chunk_frames;
+  }
+  return static_cast<size_t>(slots) * static_cast<size_t>(rows) * row;
 }
 
 }  // namespace lingbot

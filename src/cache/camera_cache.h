@@ -1,16 +1,26 @@
 // The camera head's K/V cache: one slot per (refinement iteration, trunk block), each holding one
 // camera token per cached frame. The reference never evicts here (spec 02 §3.6), so the cache
 // only grows by one row per keyframe and shrinks only by rollback or reset.
+//
+// For bounded memory a limit can keep the first `pinned` frames (the scale frames) and only the
+// `recent` newest after them; trim() applies it between steps, so a frame stored speculatively
+// can still be rolled back.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/ops.h"
 #include "cache/kv_stream.h"
 
 namespace lingbot {
+
+struct CameraCacheLimit {
+  int64_t pinned = 0;  // first frames never dropped
+  int64_t recent = 0;  // newest frames kept after them; 0 = no limit
+};
 
 class CameraCache {
  public:
@@ -25,6 +35,11 @@ class CameraCache {
   int iterations() const { return iterations_; }
   int depth() const { return depth_; }
   DType dtype() const { return dtype_; }
+
+  // Only on an empty cache.
+  void set_limit(const CameraCacheLimit& limit);
+  // Drops frames beyond the limit; call only when no step is pending.
+  void trim();
 
   // Appends k, v [frames, heads, head_dim] to slot (iteration, block).
   void append(int iteration, int block, const Tensor& k, const Tensor& v);
@@ -42,13 +57,28 @@ class CameraCache {
   size_t bytes_in_use() const;
   size_t bytes_reserved() const;
 
- private:
-  KVStream& slot(int iteration, int block);
-  const KVStream& slot(int iteration, int block) const;
+  // What bytes_reserved() reaches after `frames` frames are stored one step at a time (after a
+  // first step of up to `pinned` frames), with `slots` slots of `row_elems` values, for preflight.
+  static size_t bytes_for(int64_t slots, int64_t row_elems, DType dtype, int64_t chunk_frames,
+                          int64_t frames, const CameraCacheLimit& limit = {});
 
+ private:
+  // A slot is its pinned frames (only with a limit) followed by the rest.
+  struct Slot {
+    std::optional<KVStream> pinned;
+    KVStream rest;
+    int64_t rows() const { return (pinned ? pinned->rows() : 0) + rest.rows(); }
+  };
+  Slot& slot(int iteration, int block);
+  const Slot& slot(int iteration, int block) const;
+
+  Backend* backend_;
   int iterations_, depth_;
+  int64_t heads_, head_dim_;
   DType dtype_;
-  std::vector<KVStream> slots_;  // iteration-major
+  int64_t chunk_frames_;
+  CameraCacheLimit limit_;
+  std::vector<Slot> slots_;  // iteration-major
 };
 
 }  // namespace lingbot

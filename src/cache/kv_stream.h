@@ -1,9 +1,14 @@
 // An append-only run of K/V rows stored in fixed-size chunks: growing never moves rows already
 // written (so pointers handed to a kernel stay valid), and there is no length limit. Used for
 // the special-token stream of the paged cache and for the camera head's per-frame caches.
+//
+// A bounded stream drops its oldest rows (drop_front); a chunk whose rows are all dropped is
+// kept aside and reused for the next rows, so a stream trimmed to a fixed length allocates
+// nothing once it has reached it.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "backend/ops.h"
@@ -19,16 +24,25 @@ class KVStream {
   void append(const Tensor& k, const Tensor& v);
   // Drops rows past `rows` (rollback). Chunks stay allocated for reuse.
   void truncate(int64_t rows);
-  void clear() { truncate(0); }
+  // Forgets the `n` oldest rows.
+  void drop_front(int64_t n);
+  void clear();
 
-  int64_t rows() const { return rows_; }
-  // Appends segments covering rows [0, rows()) to `out`.
+  int64_t rows() const { return rows_; }  // rows held (appended, minus truncated and dropped)
+  // Appends segments covering the rows held, oldest first, to `out`.
   void segments(std::vector<KVSegment>& out) const;
 
   size_t bytes_in_use() const { return static_cast<size_t>(rows_) * row_bytes() * 2; }
-  size_t bytes_reserved() const { return chunks_.size() * static_cast<size_t>(chunk_rows_) * row_bytes() * 2; }
+  size_t bytes_reserved() const {
+    return (chunks_.size() + spare_.size()) * static_cast<size_t>(chunk_rows_) * row_bytes() * 2;
+  }
   // Bytes needed to hold `rows` rows (whole chunks), for memory preflight.
   size_t bytes_for(int64_t rows) const;
+
+  // Chunks a stream allocates when `appended` rows arrive `step` at a time and, with keep > 0,
+  // the oldest are dropped so that at most `keep` rows remain after each append (dropping
+  // before appending, so a freed chunk is reused at once). keep = 0: nothing is dropped.
+  static int64_t chunks_for(int64_t appended, int64_t keep, int64_t step, int64_t chunk_rows);
 
  private:
   size_t row_bytes() const { return static_cast<size_t>(heads_ * head_dim_) * dtype_size(dtype_); }
@@ -39,8 +53,10 @@ class KVStream {
   int64_t heads_, head_dim_;
   DType dtype_;
   int64_t chunk_rows_;
+  int64_t head_ = 0;  // position of the oldest row held within chunks_.front()
   int64_t rows_ = 0;
-  std::vector<Chunk> chunks_;
+  std::deque<Chunk> chunks_;  // from the one holding the oldest row on
+  std::vector<Chunk> spare_;  // emptied by drop_front, reused before allocating
 };
 
 }  // namespace lingbot

@@ -14,6 +14,7 @@ PagedKVCache::PagedKVCache(Backend& backend, const KVCacheConfig& config)
                 "KV cache: a frame needs special tokens and at least one patch");
   LINGBOT_CHECK(cfg_.scale_frames >= 0, "KV cache: scale frames must be >= 0");
   LINGBOT_CHECK(cfg_.window >= 1, "KV cache: the sliding window must hold at least one frame");
+  LINGBOT_CHECK(cfg_.max_special_frames >= 0, "KV cache: the special-frame cap must be >= 0");
   const int64_t pages = pool_pages(cfg_);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     k_pool_.push_back(backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
@@ -35,7 +36,6 @@ void PagedKVCache::reset() {
   for (auto& s : streams_) s.clear();
   deferred_ = false;
   stored_frames_ = 0;
-  evicted_frames_ = 0;
 }
 
 size_t PagedKVCache::page_bytes() const {
@@ -69,12 +69,14 @@ void PagedKVCache::evict_oldest() {
   live_.pop_front();
   if (cfg_.cross_frame_special) {
     const int64_t rows = cfg_.camera_only ? 1 : cfg_.special_tokens;
+    // Eviction only runs on frames that are kept, so the dropped rows never need to come back.
+    const int64_t cap = cfg_.max_special_frames * rows;
     for (int64_t l = 0; l < cfg_.layers; ++l) {
+      if (cap > 0) streams_[l].drop_front(std::max<int64_t>(streams_[l].rows() + rows - cap, 0));
       streams_[l].append(k_pool_[l][page].slice(0, rows), v_pool_[l][page].slice(0, rows));
     }
   }
   free_.push_back(page);
-  ++evicted_frames_;
 }
 
 void PagedKVCache::store(int64_t layer, int64_t index, const Tensor& k, const Tensor& v) {
@@ -136,6 +138,9 @@ KVCacheStats PagedKVCache::stats() const {
                    streams_[0].bytes_in_use();
   s.bytes_reserved = static_cast<size_t>(pool_pages(cfg_)) * page_bytes() * 2 +
                      streams_[0].bytes_reserved();
+  s.stream_bytes_in_use = streams_[0].bytes_in_use();
+  s.stream_bytes_reserved = streams_[0].bytes_reserved();
+  s.stream_frames = streams_[0].rows() / (cfg_.camera_only ? 1 : cfg_.special_tokens);
   return s;
 }
 
@@ -146,7 +151,9 @@ size_t PagedKVCache::bytes_for(const KVCacheConfig& c, int64_t frames) {
   const int64_t evicted = c.cross_frame_special ? frames - resident : 0;
   const int64_t per_frame = c.camera_only ? 1 : c.special_tokens;
   const int64_t chunk = per_frame * c.stream_chunk_frames;
-  const int64_t stream_rows = ((evicted * per_frame + chunk - 1) / chunk) * chunk;
+  const int64_t keep = c.max_special_frames * per_frame;
+  const int64_t stream_rows =
+      KVStream::chunks_for(evicted * per_frame, keep, per_frame, chunk) * chunk;
   return (pool + static_cast<size_t>(stream_rows) * row) * static_cast<size_t>(c.layers);
 }
 

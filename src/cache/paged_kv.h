@@ -4,7 +4,9 @@
 // layer. The first `scale_frames` stored frames keep their pages forever; later frames live in a
 // sliding window of `window` pages, the oldest evicted (its page back on the free list) when a
 // new keyframe arrives. An evicted frame's special tokens move into an append-only stream that
-// has no length limit. Attention reads the pages and the stream in place (see segments()).
+// has no length limit unless max_special_frames caps it (then the oldest evicted frames' specials
+// are dropped, a departure from the reference for bounded memory). Attention reads the pages and
+// the stream in place (see segments()).
 //
 // Life of a step (one forward call of 1 or more frames), the same for every layer:
 //   append(n, defer)  plan pages for n new frames; evict now unless `defer`
@@ -37,6 +39,7 @@ struct KVCacheConfig {
   bool include_scale_frames = true;  // false: scale frames are evicted like the rest
   DType dtype = DType::F32;          // storage; the backend chooses (F32 CPU, BF16 GPU)
   int64_t stream_chunk_frames = 256; // special-stream growth step
+  int64_t max_special_frames = 0;    // > 0: the stream keeps only this many newest evicted frames
 };
 
 // Counters of one layer (all layers hold the same pages), for --cache-stats and tests.
@@ -48,6 +51,8 @@ struct KVCacheStats {
   int64_t special_tokens = 0;  // special tokens attention sees (resident frames + stream)
   size_t bytes_in_use = 0;     // K+V bytes of pages and stream rows in use, one layer
   size_t bytes_reserved = 0;   // K+V bytes allocated, one layer
+  size_t stream_bytes_in_use = 0, stream_bytes_reserved = 0;  // the special stream's part
+  int64_t stream_frames = 0;   // evicted frames whose specials the stream holds
 };
 
 class PagedKVCache {
@@ -75,7 +80,8 @@ class PagedKVCache {
 
   KVCacheStats stats() const;
 
-  // Bytes all layers need to hold `frames` stored frames (pool + special stream), for preflight.
+  // Bytes all layers need to hold `frames` stored frames (pool + special stream, the stream's
+  // cap included), for preflight.
   static size_t bytes_for(const KVCacheConfig& config, int64_t frames);
   static int64_t pool_pages(const KVCacheConfig& config) {
     return config.scale_frames + config.window + 1;
@@ -99,7 +105,6 @@ class PagedKVCache {
   std::vector<Pending> pending_;
   bool deferred_ = false;
   int64_t stored_frames_ = 0;
-  int64_t evicted_frames_ = 0;
 };
 
 }  // namespace lingbot

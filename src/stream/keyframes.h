@@ -18,6 +18,12 @@ namespace lingbot {
 double flow_magnitude(const FrameResult& current, const std::array<float, 12>& key_c2w,
                       const std::array<float, 9>& key_K, int stride = 8);
 
+// The reference demo's rule for long videos: the model was trained with video RoPE over 320
+// views, so a video of more frames caches every ceil(frames / 320)-th one.
+inline int auto_keyframe_interval(int64_t frames) {
+  return frames > 320 ? static_cast<int>((frames + 319) / 320) : 1;
+}
+
 struct KeyframePolicy {
   double threshold = 0;  // pixels of flow_magnitude
   int64_t max_gap = 30;  // frames since the last keyframe that force a new one
@@ -31,6 +37,33 @@ struct KeyframePolicy {
   bool forced(bool first, int64_t index, int64_t last_keyframe) const {
     return first || index - last_keyframe >= max_gap;
   }
+};
+
+// The rule with its memory: the last keyframe, which flow is measured against. A sequence seeds
+// it with every frame it keeps unconditionally (its scale frames), then asks decide().
+class AdaptiveKeyframes {
+ public:
+  explicit AdaptiveKeyframes(KeyframePolicy policy) : policy_(policy) {}
+  void reset() { last_ = -1; }
+  void keep(const FrameResult& r) {
+    last_ = r.index;
+    c2w_ = r.c2w;
+    K_ = r.intrinsics;
+  }
+  // `first`: the first streamed frame of the sequence. A keyframe becomes the new reference.
+  bool decide(const FrameResult& r, bool first) {
+    const bool forced = policy_.forced(first, r.index, last_);
+    const double flow = forced ? 0.0 : flow_magnitude(r, c2w_, K_);
+    const bool key = policy_.is_keyframe(first, flow, r.index, last_);
+    if (key) keep(r);
+    return key;
+  }
+
+ private:
+  KeyframePolicy policy_;
+  int64_t last_ = -1;
+  std::array<float, 12> c2w_{};
+  std::array<float, 9> K_{};
 };
 
 }  // namespace lingbot

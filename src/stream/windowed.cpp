@@ -39,10 +39,15 @@ void check_options(const WindowedOptions& o) {
                     std::to_string(o.window_size));
 }
 
+// Streams [begin, ...) through `session`: to `end` under a fixed plan, or, with `keyframes` >= 0
+// (flow mode), until the window holds that many keyframes after its scale block or the sequence
+// ends. The frames it covers are [begin, begin + frames()).
 WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
-                            const std::function<Tensor(int64_t)>& frame_at, int scale_frames) {
+                            const std::function<Tensor(int64_t)>& frame_at, int scale_frames,
+                            int64_t keyframes = -1) {
   WindowPrediction w;
   const int64_t scale = std::min<int64_t>(scale_frames, end - begin);
+  int64_t kept = 0;
   auto collect = [&](const FrameResult& r) {
     if (w.pose_enc.empty()) {
       w.height = r.height;
@@ -52,13 +57,23 @@ WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
     w.depth.insert(w.depth.end(), r.depth.begin(), r.depth.end());
     w.conf.insert(w.conf.end(), r.confidence.begin(), r.confidence.end());
     w.frame_type.push_back(r.index < scale ? 0 : r.keyframe ? 1 : 2);
+    if (r.index >= scale && r.keyframe) ++kept;
   };
-  for (int64_t i = begin; i < end; ++i) session.push(frame_at(i), collect);
+  int64_t i = begin;
+  for (; i < begin + scale; ++i) session.push(frame_at(i), collect);
   session.finish(collect);  // a window shorter than the scale block runs it here
-  LINGBOT_CHECK(w.frames() == end - begin, "window [" + std::to_string(begin) + ", " +
-                                               std::to_string(end) + ") returned " +
-                                               std::to_string(w.frames()) + " frames");
+  for (; i < end && (keyframes < 0 || kept < keyframes); ++i) session.push(frame_at(i), collect);
+  session.finish(collect);  // the last frame's results may still be on their way
+  LINGBOT_CHECK(w.frames() == i - begin, "window [" + std::to_string(begin) + ", " +
+                                             std::to_string(i) + ") returned " +
+                                             std::to_string(w.frames()) + " frames");
   return w;
+}
+
+Tensor from(const std::vector<float>& v, Shape shape) {
+  Tensor t = Tensor::zeros(shape);
+  std::copy(v.begin(), v.end(), t.f32());
+  return t;
 }
 
 }  // namespace
@@ -170,16 +185,19 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
                             const std::function<Tensor(int64_t)>& frame_at,
                             const WindowedOptions& options,
                             const std::function<void(const char*)>& log) {
-  WindowedResult out;
-  out.windows = plan_windows(frames, options);
+  check_options(options);
+  const bool flow = options.flow_threshold > 0;
+  // The fixed schedule is known up front; flow windows are appended as they close.
+  const std::vector<std::pair<int64_t, int64_t>> plan =
+      flow ? std::vector<std::pair<int64_t, int64_t>>{} : plan_windows(frames, options);
   const int64_t overlap = resolve_overlap(frames, options);
-  const int64_t n_windows = static_cast<int64_t>(out.windows.size());
-  if (n_windows == 0) {
-    out.pose_enc = Tensor::zeros({0, 9});
-    out.depth = Tensor::zeros({0, 0, 0});
-    out.depth_conf = Tensor::zeros({0, 0, 0});
-    out.frame_type = Tensor::zeros({0}, DType::U8);
-    out.is_keyframe = Tensor::zeros({0}, DType::Bool);
+  WindowedResult out;
+  out.pose_enc = Tensor::zeros({std::max<int64_t>(frames, 0), 9});
+  out.depth = Tensor::zeros({0, 0, 0});
+  out.depth_conf = Tensor::zeros({0, 0, 0});
+  out.frame_type = Tensor::zeros({std::max<int64_t>(frames, 0)}, DType::U8);
+  out.is_keyframe = Tensor::zeros({std::max<int64_t>(frames, 0)}, DType::Bool);
+  if (frames <= 0) {
     out.chunk_scales = Tensor::zeros({0});
     out.chunk_transforms = Tensor::zeros({0, 4, 4});
     out.c2w = Tensor::zeros({0, 3, 4});
@@ -189,29 +207,35 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
   }
   // The reference would stitch nothing from such windows and return fewer frames than it was
   // given (spec 03 §8); refusing is more useful than a silently shortened result.
-  const int64_t first_len = out.windows[0].second - out.windows[0].first;
-  LINGBOT_CHECK(n_windows == 1 || overlap < first_len,
+  const int64_t first_len = flow ? frames : plan[0].second - plan[0].first;
+  LINGBOT_CHECK(plan.size() <= 1 || overlap < first_len,
                 "the overlap (" + std::to_string(overlap) +
                     " frames) must be shorter than a window (" + std::to_string(first_len) +
                     " frames = scale frames + (window size - scale frames) x keyframe interval); "
                     "lower the overlap or raise the window size");
 
-  out.chunk_scales = Tensor::zeros({n_windows});
-  out.chunk_transforms = Tensor::zeros({n_windows, 4, 4});
-  out.frame_type = Tensor::zeros({frames}, DType::U8);
-  out.is_keyframe = Tensor::zeros({frames}, DType::Bool);
-  out.pose_enc = Tensor::zeros({frames, 9});
-
   auto session = engine.start({.scale_frames = options.scale_frames,
                                .window = options.sliding_window,
                                .keyframe_interval = options.keyframe_interval,
-                               .camera_iterations = options.camera_iterations});
+                               .camera_iterations = options.camera_iterations,
+                               .flow_threshold = options.flow_threshold,
+                               .max_non_keyframe_gap = options.max_non_keyframe_gap,
+                               .max_special_frames = options.max_special_frames});
+  std::vector<float> scales, transforms;
   WindowPrediction previous;
-  int64_t written = 0, height = 0, width = 0;
-  for (int64_t j = 0; j < n_windows; ++j) {
-    const auto [begin, end] = out.windows[j];
+  int64_t written = 0, height = 0, width = 0, begin = 0, previous_end = 0;
+  for (int64_t j = 0; begin < frames; ++j) {
     if (j > 0) session->reset();
-    WindowPrediction current = run_window(*session, begin, end, frame_at, options.scale_frames);
+    const int64_t scale = std::min<int64_t>(options.scale_frames, frames - begin);
+    WindowPrediction current =
+        flow ? run_window(*session, begin, frames, frame_at, options.scale_frames,
+                          std::max<int64_t>(options.window_size - scale, 0))
+             : run_window(*session, begin, plan[j].second, frame_at, options.scale_frames);
+    const int64_t end = begin + current.frames();
+    out.windows.emplace_back(begin, end);
+    const int64_t next = end == frames ? frames
+                         : flow        ? std::max(end - overlap, begin + scale)
+                                       : plan[j + 1].first;
     if (j == 0) {
       height = current.height;
       width = current.width;
@@ -224,23 +248,25 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
                       ", window 0 " + std::to_string(width) + "x" + std::to_string(height));
 
     Sim3 tf;
-    if (j > 0) tf = estimate_alignment(previous, current, overlap);
+    if (j > 0) tf = estimate_alignment(previous, current, previous_end - begin);
     // A lone window is returned as predicted; with several, window 0 too goes through the warp
     // (identity), which re-canonicalises its quaternions as the reference does.
-    if (n_windows > 1) warp_window(current, tf);
+    if (j > 0 || end < frames) warp_window(current, tf);
 
-    out.chunk_scales.f32()[j] = static_cast<float>(tf.s);
-    float* m = out.chunk_transforms.f32() + j * 16;
+    scales.push_back(static_cast<float>(tf.s));
+    float m[16] = {};
     for (int a = 0; a < 3; ++a) {
       for (int b = 0; b < 3; ++b) m[a * 4 + b] = static_cast<float>(tf.R[a][b]);
       m[a * 4 + 3] = static_cast<float>(tf.t[a]);
     }
     m[15] = 1;
+    transforms.insert(transforms.end(), m, m + 16);
 
-    const int64_t t = current.frames();
-    const int64_t keep = j + 1 == n_windows ? t : std::max<int64_t>(t - overlap, 0);
+    // Frames this window shares with the next come from the next one.
+    const int64_t keep = end == frames ? current.frames() : next - begin;
     const int64_t plane = height * width;
-    LINGBOT_CHECK(written + keep <= frames, "windowed stitching overran the sequence");
+    LINGBOT_CHECK(written == begin && keep <= current.frames(),
+                  "windowed stitching lost track of the sequence");
     for (int64_t i = 0; i < keep; ++i, ++written) {
       std::copy(current.pose_enc[i].begin(), current.pose_enc[i].end(),
                 out.pose_enc.f32() + written * 9);
@@ -253,15 +279,21 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
                 keep * plane * sizeof(float));
     if (log) {
       char line[160];
-      std::snprintf(line, sizeof line, "window %lld/%lld: frames [%lld, %lld), scale %.6g",
-                    static_cast<long long>(j + 1), static_cast<long long>(n_windows),
-                    static_cast<long long>(begin), static_cast<long long>(end), tf.s);
+      const std::string of = flow ? "" : "/" + std::to_string(plan.size());
+      std::snprintf(line, sizeof line, "window %lld%s: frames [%lld, %lld), scale %.6g",
+                    static_cast<long long>(j + 1), of.c_str(), static_cast<long long>(begin),
+                    static_cast<long long>(end), tf.s);
       log(line);
     }
     previous = std::move(current);
+    previous_end = end;
+    begin = next;
   }
   LINGBOT_CHECK(written == frames, "windowed stitching produced " + std::to_string(written) +
                                        " frames for " + std::to_string(frames));
+  const int64_t n_windows = static_cast<int64_t>(out.windows.size());
+  out.chunk_scales = from(scales, {n_windows});
+  out.chunk_transforms = from(transforms, {n_windows, 4, 4});
 
   out.c2w = Tensor::zeros({frames, 3, 4});
   out.w2c = Tensor::zeros({frames, 3, 4});

@@ -23,12 +23,18 @@ struct WindowedOptions {
   int keyframe_interval = 1;
   int sliding_window = 64;
   int camera_iterations = 4;
+  // > 0: flow-based adaptive keyframes (§5.3). A window then closes after its
+  // (window_size - scale frames)-th keyframe, so windows follow the motion, not a fixed plan.
+  float flow_threshold = 0;
+  int max_non_keyframe_gap = 30;
+  int64_t max_special_frames = 0;  // StreamOptions::max_special_frames, per window
 };
 
 // The overlap in frames for a sequence of `frames` frames (§5.1).
 int64_t resolve_overlap(int64_t frames, const WindowedOptions& options);
 
-// The fixed-interval schedule (§5.2): windows [begin, end), in order.
+// The fixed-interval schedule (§5.2): windows [begin, end), in order. With a flow threshold the
+// windows are known only as they run (see run_windowed).
 std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,
                                                       const WindowedOptions& options);
 
@@ -75,6 +81,12 @@ struct WindowedResult {
 // Streams each window through one Session (reset between windows), fetching frame i through
 // `frame_at(i)` when a window needs it (overlapping frames are fetched again), then aligns, warps
 // and stitches. `log` receives one line per window.
+//
+// With a flow threshold, each window runs from its start until it holds window_size - scale
+// frames keyframes, and the next starts `overlap` frames before its end, but not before the end
+// of its scale block (§5.3). Alignment and stitching then use the overlap the two windows really
+// share, where the reference assumes the nominal one and loses frames when a window is short
+// (spec 03 §8); with full-length windows the two agree.
 WindowedResult run_windowed(Engine& engine, int64_t frames,
                             const std::function<Tensor(int64_t)>& frame_at,
                             const WindowedOptions& options,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <deque>
 #include <random>
 #include <utility>
@@ -21,6 +22,7 @@ constexpr int64_t kTokens = 8, kSpecials = 6;
 struct ListModel {
   int64_t scale_frames, window;
   bool camera_only = false, cross_special = true, include_scale = true;
+  int64_t max_special = 0;
   std::vector<int> scale, live, evicted, pending;
   bool deferred = false;
   int64_t stored = 0;
@@ -37,6 +39,8 @@ struct ListModel {
   void evict() {
     while (static_cast<int64_t>(live.size()) > window) {
       if (cross_special) evicted.push_back(live.front());
+      if (max_special > 0 && static_cast<int64_t>(evicted.size()) > max_special)
+        evicted.erase(evicted.begin());
       live.erase(live.begin());
     }
   }
@@ -123,7 +127,7 @@ void random_walk(KVCacheConfig cfg, int64_t steps, double reset_p, uint32_t seed
   auto backend = make_cpu_backend(1);
   PagedKVCache cache(*backend, cfg);
   ListModel m{cfg.scale_frames, cfg.window, cfg.camera_only, cfg.cross_frame_special,
-              cfg.include_scale_frames};
+              cfg.include_scale_frames, cfg.max_special_frames};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
   int next_id = 1;
@@ -131,7 +135,7 @@ void random_walk(KVCacheConfig cfg, int64_t steps, double reset_p, uint32_t seed
     if (u(rng) < reset_p) {
       cache.reset();
       m = ListModel{cfg.scale_frames, cfg.window, cfg.camera_only, cfg.cross_frame_special,
-                    cfg.include_scale_frames};
+                    cfg.include_scale_frames, cfg.max_special_frames};
       check_state(cache, m, step);
       continue;
     }
@@ -186,6 +190,63 @@ TEST(PagedKV, WithoutCrossFrameSpecialsEvictedFramesVanish) {
   KVCacheConfig c = small_config(2, 3);
   c.cross_frame_special = false;
   random_walk(c, 20000, 1.0 / 300, 5);
+}
+
+// Capped specials: only the newest evicted frames stay visible, whatever the chunk boundaries.
+TEST(PagedKV, SpecialCapKeepsTheNewestEvictedFrames) {
+  for (int64_t cap : {1, 3, 4, 5, 9}) {
+    KVCacheConfig c = small_config(2, 3);
+    c.max_special_frames = cap;
+    random_walk(c, 5000, 1.0 / 500, 10 + static_cast<uint32_t>(cap));
+  }
+  KVCacheConfig c = small_config(2, 3);
+  c.max_special_frames = 2;
+  c.camera_only = true;
+  random_walk(c, 5000, 1.0 / 500, 20);
+}
+
+// Once the cap is reached the stream reuses the chunks it dropped: memory stays flat, and the
+// preflight formula predicts it exactly at every frame.
+TEST(PagedKV, SpecialCapKeepsMemoryFlat) {
+  auto backend = make_cpu_backend(1);
+  for (int64_t cap : {1, 4, 6, 7}) {
+    KVCacheConfig c = small_config(2, 3);  // chunks of 4 frames
+    c.max_special_frames = cap;
+    PagedKVCache cache(*backend, c);
+    size_t flat = 0;
+    for (int f = 0; f < 200; ++f) {
+      cache.append(1, false);
+      for (int l = 0; l < 2; ++l) cache.store(l, 0, frame_rows(f, false), frame_rows(f, true));
+      cache.commit();
+      const KVCacheStats s = cache.stats();
+      ASSERT_EQ(s.bytes_reserved * c.layers, PagedKVCache::bytes_for(c, f + 1)) << cap << " " << f;
+      ASSERT_EQ(s.stream_frames, std::clamp<int64_t>(f + 1 - 5, 0, cap));
+      ASSERT_EQ(s.special_tokens, (s.scale_pages + s.live_pages + s.stream_frames) * kSpecials);
+      if (f == 5 + cap + 2 * 4) flat = s.bytes_reserved;  // cap reached, a chunk's worth later
+      if (flat) ASSERT_EQ(s.bytes_reserved, flat) << cap << " " << f;
+    }
+    // Whole chunks: at most one beyond what the cap needs.
+    const size_t chunk = 4 * kSpecials * 2 * 2 * sizeof(float);
+    EXPECT_LE(flat - (2 + 3 + 1) * kTokens * 2 * 2 * sizeof(float), ((cap + 3) / 4 + 1) * chunk);
+  }
+}
+
+TEST(KVStream, ChunksForMatchesASimulatedStream) {
+  auto backend = make_cpu_backend(1);
+  for (int64_t chunk : {1, 3, 4, 12})
+    for (int64_t step : {1, 2, 6})
+      for (int64_t keep : {0, 1, 5, 6, 12, 13}) {
+        if (keep % step) continue;
+        KVStream s(*backend, 1, 2, DType::F32, chunk);
+        const Tensor rows = Tensor::zeros({step, 1, 2});
+        for (int64_t n = 1; n <= 60; ++n) {
+          if (keep) s.drop_front(std::max<int64_t>(s.rows() + step - keep, 0));
+          s.append(rows, rows);
+          ASSERT_EQ(s.bytes_reserved() / (chunk * 2 * 2 * sizeof(float)),
+                    static_cast<size_t>(KVStream::chunks_for(n * step, keep, step, chunk)))
+              << "chunk " << chunk << " step " << step << " keep " << keep << " n " << n;
+        }
+      }
 }
 
 TEST(PagedKV, EvictsOldestWindowFrameBeforeAKeyframeAttends) {
