@@ -12,7 +12,8 @@
 
 namespace lingbot {
 
-enum class Act : uint8_t { None, GELU, ReLU, SiLU };  // GELU is the exact erf form
+// GELU is the exact erf form; Exp and ExpP1 (1 + exp) are the depth head's output activations.
+enum class Act : uint8_t { None, GELU, ReLU, SiLU, Exp, ExpP1 };
 
 // One contiguous run of cached tokens: K and V rows laid out [tokens][heads][head_dim] in the
 // dtype of the queries that attend to them (the cache's storage dtype). Attention reads a list of these (pages, the special stream, the
@@ -56,9 +57,21 @@ class Backend {
   virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same numel; converts dtype
   virtual void fill(Tensor& t, float value) = 0;
   virtual void synchronize() {}
-  // Lets F32 convolutions use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation), as
-  // PyTorch does for cuDNN convolutions by default. Off unless asked; the CPU ignores it.
-  virtual void allow_tf32_convolutions(bool on) {}
+  // Lets F32 convolutions run on tensor cores with reduced-precision inputs (bf16 for 3x3
+  // kernels, TF32 otherwise) and fp32 accumulation; PyTorch runs the reference's convolutions on
+  // TF32 by default. Off unless asked; the CPU ignores it.
+  virtual void allow_fast_convolutions(bool on) {}
+  // Copies t (any dtype) into host memory as F32: t.numel() floats at `host`.
+  virtual void download_into(const Tensor& t, float* host);
+
+  // Pipelining: work is queued, and the host waits only for what it needs. alloc_host gives host
+  // memory the device can copy into while it computes (pinned on CUDA); download_async queues a
+  // copy of t (F32) into it, complete once a later fence() has been waited for. fence() marks
+  // the work queued so far; wait_fence blocks until it is done (the last few fences only).
+  virtual Tensor alloc_host(const Shape& shape) { return Tensor::zeros(shape); }
+  virtual void download_async(const Tensor& t, float* host) { download_into(t, host); }
+  virtual uint64_t fence() { return 0; }
+  virtual void wait_fence(uint64_t) {}
   // Device memory in use by the whole process (driver view), 0 on the CPU.
   virtual size_t device_memory_used() const { return 0; }
   // Device memory still free for this process (driver view); 0 = unknown, as on the CPU.

@@ -23,9 +23,10 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
   cfg_ = cfg;
   const int64_t d = cfg.dim, p = cfg.pose_dim, hidden = cfg.mlp_ratio * d;
   const std::string pre = "camera_head.";
-  auto get = [&](const std::string& key, const Shape& shape) {
-    return loader.get(pre + key, shape);
+  auto get = [&](const std::string& key, const Shape& shape, DType dt = DType::F32) {
+    return loader.get(pre + key, shape, dt);
   };
+  const DType md = cfg.matrices;
 
   w_.token_norm_w = get("token_norm.weight", {d});
   w_.token_norm_b = get("token_norm.bias", {d});
@@ -34,7 +35,7 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
   w_.empty_pose = get("empty_pose_tokens", {1, 1, p});
   w_.embed_w = get("embed_pose.weight", {d, p});
   w_.embed_b = get("embed_pose.bias", {d});
-  w_.mod_w = get("poseLN_modulation.1.weight", {3 * d, d});
+  w_.mod_w = get("poseLN_modulation.1.weight", {3 * d, d}, md);
   w_.mod_b = get("poseLN_modulation.1.bias", {3 * d});
   w_.branch_fc1_w = get("pose_branch.fc1.weight", {d / 2, d});
   w_.branch_fc1_b = get("pose_branch.fc1.bias", {d / 2});
@@ -47,16 +48,16 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
     CameraBlockWeights blk;
     blk.norm1_w = get(b + "norm1.weight", {d});
     blk.norm1_b = get(b + "norm1.bias", {d});
-    blk.qkv_w = get(b + "attn.qkv.weight", {3 * d, d});
+    blk.qkv_w = get(b + "attn.qkv.weight", {3 * d, d}, md);
     blk.qkv_b = get(b + "attn.qkv.bias", {3 * d});
-    blk.proj_w = get(b + "attn.proj.weight", {d, d});
+    blk.proj_w = get(b + "attn.proj.weight", {d, d}, md);
     blk.proj_b = get(b + "attn.proj.bias", {d});
     blk.ls1 = get(b + "ls1.gamma", {d});
     blk.norm2_w = get(b + "norm2.weight", {d});
     blk.norm2_b = get(b + "norm2.bias", {d});
-    blk.fc1_w = get(b + "mlp.fc1.weight", {hidden, d});
+    blk.fc1_w = get(b + "mlp.fc1.weight", {hidden, d}, md);
     blk.fc1_b = get(b + "mlp.fc1.bias", {hidden});
-    blk.fc2_w = get(b + "mlp.fc2.weight", {d, hidden});
+    blk.fc2_w = get(b + "mlp.fc2.weight", {d, hidden}, md);
     blk.fc2_b = get(b + "mlp.fc2.bias", {d});
     blk.ls2 = get(b + "ls2.gamma", {d});
     w_.trunk.push_back(std::move(blk));
@@ -154,6 +155,21 @@ void CameraHead::block(Backend& be, const CameraBlockWeights& w, CameraCache& ca
 
 Tensor CameraHead::forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
                            int iterations) {
+  const Tensor& pose = run(be, camera_tokens, cache, store, iterations);
+  Tensor out = be.download(pose);
+  if (out.raw() == pose.raw()) out = out.to(DType::F32);  // detach from the scratch buffer
+  apply_pose_activation(out.f32(), out.dim(0), cfg_.pose_dim);
+  return out;
+}
+
+// Only the emitted pose gets the activation: the two trailing field-of-view entries are ReLU'd.
+void CameraHead::apply_pose_activation(float* pose, int64_t frames, int64_t p) {
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t c = p - 2; c < p; ++c) pose[f * p + c] = std::max(pose[f * p + c], 0.0f);
+}
+
+const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCache& cache,
+                              bool store, int iterations) {
   LINGBOT_CHECK(!w_.trunk.empty(), "camera head: forward before load");
   LINGBOT_CHECK(camera_tokens.rank() == 2 && camera_tokens.dim(1) == cfg_.dim_in,
                 "camera head: expected camera tokens [S, " + std::to_string(cfg_.dim_in) +
@@ -190,14 +206,7 @@ Tensor CameraHead::forward(Backend& be, const Tensor& camera_tokens, CameraCache
     throw;
   }
 
-  Tensor out = be.download(s_.pose);
-  if (out.raw() == s_.pose.raw()) out = out.to(DType::F32);  // detach from the scratch buffer
-  // Only the emitted pose gets the activation: the two trailing field-of-view entries are ReLU'd.
-  const int64_t p = cfg_.pose_dim;
-  float* o = out.f32();
-  for (int64_t f = 0; f < frames; ++f)
-    for (int64_t c = p - 2; c < p; ++c) o[f * p + c] = std::max(o[f * p + c], 0.0f);
-  return out;
+  return s_.pose;
 }
 
 }  // namespace lingbot

@@ -20,6 +20,9 @@ struct CameraHeadConfig {
   int64_t depth = 4;
   int64_t mlp_ratio = 4;
   int64_t pose_dim = 9;  // absT_quaR_FoV
+  // Dtype of the trunk's and the modulation's matrices. One frame's head is a chain of GEMVs, so
+  // its time is the weights' bytes: bf16 halves it (the rest stays F32).
+  DType matrices = DType::F32;
   int64_t head_dim() const { return dim / heads; }
 };
 
@@ -61,6 +64,11 @@ class CameraHead {
   // Returns host F32 pose_enc [S, 9] of the last iteration, FoV entries ReLU'd.
   Tensor forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
                  int iterations = 4);
+  // The same, queued only: returns the raw pose [S, 9] on the backend (valid until the next
+  // call); apply_pose_activation finishes a host copy of it.
+  const Tensor& run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                    int iterations = 4);
+  static void apply_pose_activation(float* pose, int64_t frames, int64_t pose_dim = 9);
 
  private:
   struct Scratch {

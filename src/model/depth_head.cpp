@@ -219,18 +219,26 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   be.activate(pl.o2, Act::ReLU);
   be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
 
-  stage.emplace(be, "depth: download, activation");
-  const Tensor logits = be.download(pl.logits);
+  stage.emplace(be, "depth: activation, download");
   const int64_t plane = static_cast<int64_t>(pl.H) * pl.W;
-  const float* lg = logits.f32();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < plane; ++i) {
-    depth[i] = std::exp(lg[i]);
-    conf[i] = 1.0f + std::exp(lg[plane + i]);
-  }
+  Tensor both = pl.logits.reshape({2, plane});
+  Tensor d = both.slice(0, 1), c = both.slice(1, 2);
+  be.activate(d, Act::Exp);
+  be.activate(c, Act::ExpP1);
+  be.download_async(d, depth);
+  be.download_async(c, conf);
 }
 
 DepthOutput DepthHead::forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
+  const int64_t frames = layers[0].dim(0);
+  DepthOutput out{Tensor::zeros({frames, H, W}), Tensor::zeros({frames, H, W})};
+  run(be, layers, H, W, out.depth.f32(), out.conf.f32());
+  be.wait_fence(be.fence());
+  return out;
+}
+
+void DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
+                    float* conf) {
   LINGBOT_CHECK(w_.norm_w.defined(), "depth head: forward before load");
   plan_for(be, H, W);
   const int64_t frames = layers[0].dim(0), np = plan_.ph * plan_.pw;
@@ -239,11 +247,8 @@ DepthOutput DepthHead::forward(Backend& be, const std::array<Tensor, 4>& layers,
                       t.dim(1) >= np && t.dim(2) == cfg_.dim_in,
                   "depth head: expected 4 layers [S, T >= " + std::to_string(np) + ", " +
                       std::to_string(cfg_.dim_in) + "], got " + shape_str(t.shape()));
-  DepthOutput out{Tensor::zeros({frames, H, W}), Tensor::zeros({frames, H, W})};
   const int64_t plane = static_cast<int64_t>(H) * W;
-  for (int64_t s = 0; s < frames; ++s)
-    frame(be, layers, s, out.depth.f32() + s * plane, out.conf.f32() + s * plane);
-  return out;
+  for (int64_t s = 0; s < frames; ++s) frame(be, layers, s, depth + s * plane, conf + s * plane);
 }
 
 }  // namespace lingbot

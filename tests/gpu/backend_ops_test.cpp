@@ -137,6 +137,10 @@ const char* act_name(Act a) {
       return "relu";
     case Act::SiLU:
       return "silu";
+    case Act::Exp:
+      return "exp";
+    case Act::ExpP1:
+      return "expp1";
   }
   return "?";
 }
@@ -315,7 +319,7 @@ TEST(GpuOps, ActivateMatchesCpu) {
   REQUIRE_GPU();
   Rng rng;
   TRACE_SEED(rng);
-  for (Act act : {Act::None, Act::GELU, Act::ReLU, Act::SiLU}) {
+  for (Act act : {Act::None, Act::GELU, Act::ReLU, Act::SiLU, Act::Exp, Act::ExpP1}) {
     for (DType dt : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::string(act_name(act)) + " " + dtype_name(dt));
       Tensor x = round_to(rng.tensor({13, 77}, -6.f, 6.f), dt);
@@ -756,6 +760,54 @@ TEST(GpuOps, Conv2dMatchesCpu) {
     gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
                  c.stride, c.pad, y);
     EXPECT_LT(rel_err(y, want), kTolF32);
+  }
+}
+
+// The fast path (bf16 implicit GEMM, 3x3 kernels with input channels a multiple of 32): on inputs
+// already rounded to bf16 it must agree with the fp32 CPU convolution to accumulation order.
+TEST(GpuOps, Conv2dFastMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    Shape x;
+    int64_t co;
+    int stride;
+    bool bias;
+  };
+  const Case cases[] = {{{1, 32, 13, 17}, 7, 1, true},     {{2, 64, 20, 24}, 32, 1, false},
+                        {{1, 128, 27, 36}, 256, 2, true},  {{1, 256, 15, 22}, 128, 1, true},
+                        {{1, 128, 54, 72}, 32, 1, true},   {{2, 32, 5, 3}, 70, 1, true}};
+  gpu().allow_fast_convolutions(true);
+  for (const auto& c : cases) {
+    const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
+    SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " s=" +
+                 std::to_string(c.stride));
+    Tensor x = round_to(rng.tensor(c.x), DType::BF16);
+    Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
+    Tensor b = rng.tensor({c.co});
+    Tensor want = Tensor::zeros({c.x[0], c.co, ho, wo});
+    cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, 1, want);
+    Tensor gb = gpu().upload(b, DType::F32);
+    Tensor y = poisoned(want.shape(), DType::F32);
+    gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
+                 c.stride, 1, y);
+    EXPECT_LT(rel_err(y, want), kTolF32);
+  }
+  gpu().allow_fast_convolutions(false);
+}
+
+TEST(GpuOps, DownloadIntoCopiesEveryDtype) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  Tensor x = round_to(rng.tensor({5, 77}), DType::BF16);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    std::vector<float> host(x.numel() + 1, NAN);
+    host.back() = 7.f;
+    gpu().download_into(gpu().upload(x, dt), host.data());
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(host[i], x.f32()[i]) << dtype_name(dt);
+    EXPECT_EQ(host.back(), 7.f);  // nothing past the end
   }
 }
 

@@ -22,6 +22,8 @@ inline float act_apply(float x, Act a) {
     case Act::GELU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
     case Act::ReLU: return x > 0.f ? x : 0.f;
     case Act::SiLU: return x / (1.0f + std::exp(-x));
+    case Act::Exp: return std::exp(x);
+    case Act::ExpP1: return 1.0f + std::exp(x);
   }
   return x;
 }

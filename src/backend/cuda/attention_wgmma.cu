@@ -80,6 +80,9 @@ __device__ __forceinline__ void fence_proxy_async() {
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -309,7 +312,21 @@ __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-template <bool kPoly>
+// Ping-pong (kPingPong): the two consumers take turns issuing their matrix products. Barrier
+// 3 + w opens warpgroup w's turn; the other warpgroup arrives on it once it has issued. Forcing
+// the alternation keeps one warpgroup's softmax under the other's products.
+template <bool kPingPong>
+struct Turns {
+  int wg;
+  __device__ __forceinline__ void wait() const {
+    if (kPingPong) named_bar_sync(3 + wg, 256);
+  }
+  __device__ __forceinline__ void pass() const {
+    if (kPingPong) named_bar_arrive(3 + (wg ^ 1), 256);
+  }
+};
+
+template <bool kPoly, bool kPingPong>
 __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int64_t kbeg,
                                         int64_t kend, int ntiles, int h) {
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
@@ -339,13 +356,18 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   uint32_t p[8][4];
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, c0, c1;
 
+  const Turns<kPingPong> turns{wg};
+  if (wg == 1) turns.pass();  // warpgroup 0 goes first
+
   int stage = 0;
   uint32_t parity = 0;
   mbar_wait(sm.full, 0);
   fence_proxy_async();
+  turns.wait();
   wgmma_fence();
   issue_qk(s, dq, sm.k);
   wgmma_commit();
+  turns.pass();
   wgmma_wait<0>();
   fence_regs(s);
   softmax_tile<kPoly>(s, kbeg, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
@@ -359,11 +381,13 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     }
     mbar_wait(sm.full + 8 * stage, parity);
     fence_proxy_async();
+    turns.wait();
     wgmma_fence();
     issue_qk(s, dq, sm.k + stage * kTileBytes);
     wgmma_commit();
     issue_pv(o, p, sm.v + prev * kTileBytes);
     wgmma_commit();
+    turns.pass();
     wgmma_wait<1>();  // S of tile t is ready; P.V of tile t-1 keeps the tensor cores busy
     fence_regs(s);
     softmax_tile<kPoly>(s, kbeg + int64_t(t) * kBN, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
@@ -381,9 +405,11 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     }
     pack_p(s, p);
   }
+  turns.wait();
   wgmma_fence();
   issue_pv(o, p, sm.v + stage * kTileBytes);
   wgmma_commit();
+  if (wg == 0) turns.pass();  // warpgroup 1 has no turn left to wait for
   wgmma_wait<0>();
   fence_regs(o);
 
@@ -409,7 +435,7 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
 
 #endif  // LINGBOT_WGMMA_BODY
 
-template <bool kPoly>
+template <bool kPoly, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(const KernelArgs a) {
 #ifdef LINGBOT_WGMMA_BODY
   extern __shared__ unsigned char smem_raw[];
@@ -436,7 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(const Kern
   if (threadIdx.x >= kConsumerWarps * 32)
     produce(a, sm, kbeg, kend, ntiles, h, threadIdx.x - kConsumerWarps * 32);
   else
-    consume<kPoly>(a, sm, kbeg, kend, ntiles, h);
+    consume<kPoly, kPingPong>(a, sm, kbeg, kend, ntiles, h);
 #endif
 }
 
@@ -448,11 +474,16 @@ bool wgmma_supported(const Context& ctx) {
 
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
   const bool poly = env_int("LINGBOT_ATTN_POLY", 0) != 0;
-  const auto kernel = poly ? attention_wgmma_kernel<true> : attention_wgmma_kernel<false>;
-  static bool configured[2] = {false, false};
-  if (!configured[poly]) {
+  const bool pingpong = env_int("LINGBOT_ATTN_PINGPONG", 0) != 0;
+  using Kernel = void (*)(const KernelArgs);
+  const Kernel kernels[2][2] = {
+      {attention_wgmma_kernel<false, false>, attention_wgmma_kernel<false, true>},
+      {attention_wgmma_kernel<true, false>, attention_wgmma_kernel<true, true>}};
+  const Kernel kernel = kernels[poly][pingpong];
+  static bool configured[2][2] = {};
+  if (!configured[poly][pingpong]) {
     LB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    configured[poly] = true;
+    configured[poly][pingpong] = true;
   }
   const int64_t qtiles = (k.nq + kBM - 1) / kBM;
   const int64_t tiles = (k.nk + kBN - 1) / kBN;

@@ -66,7 +66,7 @@ class UploadRing {
   void* put(const void* data, size_t bytes, cudaStream_t stream);
 
  private:
-  static constexpr int kSlots = 16;
+  static constexpr int kSlots = 64;  // enough for the host to queue a frame ahead
   void grow(size_t bytes, cudaStream_t stream);
   size_t cap_ = 0;
   int next_ = 0;
@@ -92,6 +92,8 @@ struct Context {
   size_t lt_workspace_bytes = 0;
   Scratch scratch;
   UploadRing ring;
+  static constexpr int kFences = 8;
+  cudaEvent_t fences[kFences] = {};
 
   Context() = default;
   Context(const Context&) = delete;
@@ -160,6 +162,21 @@ void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64
                             int64_t hi, int64_t wi, cudaStream_t s);
 void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
                        int64_t wo, cudaStream_t s);
+
+// ---- conv.cu ---------------------------------------------------------------------------------
+// Implicit-GEMM convolution on bf16 tensor cores (inputs rounded to bf16, fp32 accumulation).
+struct ConvArgs {
+  const float* x = nullptr;  // [images, ci, hi, wi]
+  const void* w = nullptr;           // packed bf16 weights, set by conv2d_bf16
+  const float* bias = nullptr;       // [co] or null
+  float* y = nullptr;                // [images, co, ho, wo]
+  int ci = 0, hi = 0, wi = 0, co = 0, ho = 0, wo = 0, kh = 0, kw = 0, stride = 1, pad = 0;
+  int relu = 0;
+};
+bool conv_supported(int64_t ci, int64_t kh, int64_t kw);
+// Bytes of the packed bf16 weights conv2d_bf16 needs in `packed`.
+size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw);
+void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, cudaStream_t s);
 
 // ---- gemm.cc ---------------------------------------------------------------------------------
 // Column-major D[m, n] = op(A)[m, k] . op(B)[k, n] (+ bias[m]) with an optional fused ReLU;

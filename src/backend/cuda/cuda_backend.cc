@@ -6,6 +6,7 @@
 // tensors that matter for speed. attention() takes K/V in the same dtype as q: the KV cache is
 // stored (store_kv) in the activation dtype that the q/k/v projections produce.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/common.h"
@@ -117,8 +118,50 @@ class CudaBackend final : public Backend {
     cuda::fill(t.raw(), check_float(t, "fill", "target"), t.numel(), value, s());
   }
 
+  void download_into(const Tensor& t, float* host) override {
+    if (t.device() != Device::CUDA || t.dtype() != DType::F32) {
+      Backend::download_into(t, host);
+      return;
+    }
+    if (t.numel() == 0) return;
+    LB_CUDA(cudaMemcpyAsync(host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s()));
+    LB_CUDA(cudaStreamSynchronize(s()));
+  }
+
+  Tensor alloc_host(const Shape& shape) override {
+    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * sizeof(float);
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes ? bytes : 4, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return Tensor::zeros(shape);  // pageable memory still works, without the overlap
+    }
+    std::memset(p, 0, bytes);
+    std::shared_ptr<void> owner(p, [](void* q) { cudaFreeHost(q); });
+    return Tensor::wrap(p, shape, DType::F32, std::move(owner));
+  }
+
+  void download_async(const Tensor& t, float* host) override {
+    check_f32(t, "download_async", "source");
+    if (t.numel() == 0) return;
+    LB_CUDA(cudaMemcpyAsync(host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s()));
+  }
+
+  uint64_t fence() override {
+    cudaEvent_t& e = ctx_->fences[fences_ % Context::kFences];
+    if (!e) LB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    LB_CUDA(cudaEventRecord(e, s()));
+    return ++fences_;
+  }
+
+  void wait_fence(uint64_t id) override {
+    if (id == 0) return;
+    LINGBOT_CHECK(id <= fences_ && fences_ - id < Context::kFences,
+                  "wait_fence: fence " + std::to_string(id) + " is no longer tracked");
+    LB_CUDA(cudaEventSynchronize(ctx_->fences[(id - 1) % Context::kFences]));
+  }
+
   void synchronize() override { LB_CUDA(cudaStreamSynchronize(s())); }
-  void allow_tf32_convolutions(bool on) override { tf32_convs_ = on; }
+  void allow_fast_convolutions(bool on) override { fast_convs_ = on; }
   size_t device_memory_used() const override {
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
@@ -362,6 +405,25 @@ class CudaBackend final : public Backend {
                       ", output " + shape_str(y.shape()));
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
     const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
+    if (fast_convs_ && !pointwise && cuda::conv_supported(ci, kh, kw) && conv_impl_gemm() == 0) {
+      cuda::ConvArgs a;
+      a.x = x.f32();
+      a.bias = b ? b->f32() : nullptr;
+      a.y = y.f32();
+      a.ci = static_cast<int>(ci);
+      a.hi = static_cast<int>(hi);
+      a.wi = static_cast<int>(wi);
+      a.co = static_cast<int>(co);
+      a.ho = static_cast<int>(ho);
+      a.wo = static_cast<int>(wo);
+      a.kh = static_cast<int>(kh);
+      a.kw = static_cast<int>(kw);
+      a.stride = stride;
+      a.pad = pad;
+      void* packed = ctx_->scratch.get(cuda::conv_packed_bytes(co, ci, kh, kw), s());
+      cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), s());
+      return;
+    }
     // im2col in pixel chunks so the column buffer stays bounded (~256 MB) at any resolution.
     const int64_t chunk =
         pointwise ? npix : std::max<int64_t>(1, std::min<int64_t>(npix, (64LL << 20) / kdim));
@@ -390,7 +452,7 @@ class CudaBackend final : public Backend {
         g.ldb = kdim;
         g.d = yp + p0;
         g.ldd = npix;
-        g.tf32 = tf32_convs_;
+        g.tf32 = fast_convs_;
         gemm(*ctx_, g);
       }
     }
@@ -424,7 +486,7 @@ class CudaBackend final : public Backend {
       g.ldb = rows;
       g.d = tmp;
       g.ldd = npix;
-      g.tf32 = tf32_convs_;
+      g.tf32 = fast_convs_;
       gemm(*ctx_, g);
       cuda::scatter_transpose_conv(tmp, b ? b->f32() : nullptr, y.f32() + img * co * npix * k * k,
                                    co, static_cast<int>(k), hi, wi, s());
@@ -442,7 +504,16 @@ class CudaBackend final : public Backend {
  private:
   cudaStream_t s() const { return ctx_->stream; }
   std::shared_ptr<Context> ctx_;
-  bool tf32_convs_ = false;
+  // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
+  static int conv_impl_gemm() {
+    static const int v = [] {
+      const char* e = std::getenv("LINGBOT_CONV_IMPL");
+      return e && std::strcmp(e, "gemm") == 0 ? 1 : 0;
+    }();
+    return v;
+  }
+  bool fast_convs_ = false;
+  uint64_t fences_ = 0;
 };
 
 std::shared_ptr<Context> make_context(int device) {

@@ -71,6 +71,10 @@ __device__ __forceinline__ float act_apply(float x, Act a) {
       return x > 0.f ? x : 0.f;
     case Act::SiLU:
       return x / (1.0f + expf(-x));
+    case Act::Exp:
+      return expf(x);
+    case Act::ExpP1:
+      return 1.0f + expf(x);
   }
   return x;
 }

@@ -23,11 +23,12 @@ __global__ void fill_kernel(T* __restrict__ dst, int64_t n, float v) {
     dst[i] = tv;
 }
 
-template <class T>
-__global__ void bias_act_kernel(T* __restrict__ y, const void* __restrict__ bias, Elt bt,
-                                int64_t total, int64_t n, Act act) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+// I: the index type. 32-bit when the tensor allows it: the modulo by the row length is a
+// 64-bit division otherwise, which costs more than the memory traffic.
+template <class T, class I>
+__global__ void bias_act_kernel(T* __restrict__ y, const void* __restrict__ bias, Elt bt, I total,
+                                I n, Act act) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
     float v = to_f32(y[i]);
     if (bias) v += load_elt(bias, bt, i % n);
     y[i] = from_f32<T>(act_apply(v, act));
@@ -61,11 +62,10 @@ __global__ void layer_norm_kernel(const X* __restrict__ x, const void* __restric
   }
 }
 
-template <class X, class Y>
-__global__ void add_kernel(X* __restrict__ x, const Y* __restrict__ y, int64_t n, int64_t ny,
-                           const void* __restrict__ g, Elt gt, int64_t c, float alpha) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+template <class X, class Y, class I>
+__global__ void add_kernel(X* __restrict__ x, const Y* __restrict__ y, I n, I ny,
+                           const void* __restrict__ g, Elt gt, I c, float alpha) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     float v = to_f32(y[ny == n ? i : i % ny]);
     if (g) v *= load_elt(g, gt, i % c);
     // Same expression as the CPU reference so that alpha == 1 rounds identically.
@@ -148,8 +148,13 @@ void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, A
   if (m * n <= 0 || (!bias && act == Act::None)) return;
   dispatch_elt(yt, [&](auto tv) {
     using T = decltype(tv);
-    bias_act_kernel<T><<<grid_for(m * n, kThreads), kThreads, 0, s>>>(static_cast<T*>(y), bias, bt,
-                                                                      m * n, n, act);
+    const unsigned grid = grid_for(m * n, kThreads);
+    if (m * n < (int64_t(1) << 30))
+      bias_act_kernel<T, int32_t><<<grid, kThreads, 0, s>>>(
+          static_cast<T*>(y), bias, bt, static_cast<int32_t>(m * n), static_cast<int32_t>(n), act);
+    else
+      bias_act_kernel<T, int64_t><<<grid, kThreads, 0, s>>>(static_cast<T*>(y), bias, bt, m * n, n,
+                                                            act);
   });
   LB_CUDA_LAUNCHED();
 }
@@ -177,8 +182,14 @@ void add(void* x, Elt xt, const void* y, Elt yt, int64_t n, int64_t ny, const vo
     using X = decltype(xv);
     dispatch_elt(yt, [&](auto yv) {
       using Y = decltype(yv);
-      add_kernel<X, Y><<<grid_for(n, kThreads), kThreads, 0, s>>>(
-          static_cast<X*>(x), static_cast<const Y*>(y), n, ny, gamma, gt, c, alpha);
+      const unsigned grid = grid_for(n, kThreads);
+      if (n < (int64_t(1) << 30))
+        add_kernel<X, Y, int32_t><<<grid, kThreads, 0, s>>>(
+            static_cast<X*>(x), static_cast<const Y*>(y), static_cast<int32_t>(n),
+            static_cast<int32_t>(ny), gamma, gt, static_cast<int32_t>(c), alpha);
+      else
+        add_kernel<X, Y, int64_t><<<grid, kThreads, 0, s>>>(
+            static_cast<X*>(x), static_cast<const Y*>(y), n, ny, gamma, gt, c, alpha);
     });
   });
   LB_CUDA_LAUNCHED();

@@ -69,8 +69,8 @@ void* UploadRing::put(const void* data, size_t bytes, cudaStream_t stream) {
   if (bytes > cap_) grow(bytes, stream);
   const int slot = next_;
   next_ = (next_ + 1) % kSlots;
-  // The slot's previous copy must have left the pinned buffer before we overwrite it; with 16
-  // slots this only waits when the host runs far ahead of the GPU.
+  // The slot's previous copy must have left the pinned buffer before we overwrite it; with
+  // kSlots slots this only waits when the host runs more than a frame ahead of the GPU.
   LB_CUDA(cudaEventSynchronize(done_[slot]));
   char* h = host_ + slot * cap_;
   char* d = dev_ + slot * cap_;
@@ -92,6 +92,8 @@ Context::~Context() {
   cudaStreamSynchronize(stream);
   if (blas) cublasDestroy(blas);
   if (lt) cublasLtDestroy(lt);
+  for (cudaEvent_t e : fences)
+    if (e) cudaEventDestroy(e);
 }
 
 Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype) {

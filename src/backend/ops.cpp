@@ -1,0 +1,15 @@
+#include "backend/ops.h"
+
+#include <cstring>
+
+#include "lingbot/error.h"
+
+namespace lingbot {
+
+void Backend::download_into(const Tensor& t, float* host) {
+  const Tensor h = download(t);
+  LINGBOT_CHECK(h.numel() == t.numel(), "download_into: size mismatch");
+  if (h.numel()) std::memcpy(host, h.f32(), static_cast<size_t>(h.numel()) * sizeof(float));
+}
+
+}  // namespace lingbot
