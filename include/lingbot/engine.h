@@ -44,6 +44,10 @@ struct StreamOptions {
   // max_non_keyframe_gap frames have passed since it. 0 = off: keyframe_interval applies.
   float flow_threshold = 0;
   int max_non_keyframe_gap = 30;
+  // Bounded memory for endless streams (not in the reference): > 0 keeps the special tokens of
+  // only this many most recently evicted frames, and camera-head tokens only of the scale frames
+  // and the window + this many newest frames. 0 = unbounded, as the reference.
+  int64_t max_special_frames = 0;
 };
 
 struct FrameResult {
@@ -61,6 +65,11 @@ struct CacheStats {  // one global layer (all hold the same pages) after the las
   size_t bytes = 0;           // K/V bytes in use, this layer
   size_t bytes_reserved = 0;  // K/V bytes allocated, this layer
   int64_t layers = 0;         // global layers, each holding as much
+  int64_t special_frames = 0;         // evicted frames whose specials are still attended to
+  size_t special_bytes = 0;           // part of `bytes`: the evicted frames' specials
+  size_t special_bytes_reserved = 0;  // part of `bytes_reserved`
+  size_t camera_cache_bytes = 0;           // camera head K/V in use, all its slots
+  size_t camera_cache_bytes_reserved = 0;  // camera head K/V allocated, all its slots
 };
 
 struct ModelInfo {
@@ -74,12 +83,16 @@ class Session {
  public:
   using Callback = std::function<void(const FrameResult&)>;
   virtual ~Session() = default;
-  // image: host F32 [3, H, W], values in [0, 1], H and W multiples of 14. Results arrive through
-  // `on_result` as soon as they are computed (the first scale_frames together).
+  // image: host F32 [3, H, W], values in [0, 1], H and W multiples of 14. Results arrive in
+  // frame order through `on_result`: the first scale_frames together, then each frame's either
+  // within its own push or, while the device computes the next frame, within the next push (or
+  // finish). Sessions of one engine take turns: finish one before pushing to another.
   virtual void push(const Tensor& image, const Callback& on_result) = 0;
-  // Runs what is still buffered (a sequence shorter than scale_frames).
+  // Delivers every outstanding result and runs what is still buffered (a sequence shorter than
+  // scale_frames).
   virtual void finish(const Callback& on_result) = 0;
-  virtual void reset() = 0;  // start a new sequence
+  virtual void reset() = 0;  // start a new sequence; results not yet delivered are dropped
+  // The caches after the last frame; called from a result callback, after that result's frame.
   virtual CacheStats cache_stats() const = 0;
 };
 

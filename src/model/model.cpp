@@ -5,16 +5,28 @@
 
 namespace lingbot {
 
-Tensor normalize_imagenet(const Tensor& images01) {
-  static constexpr float kMean[3] = {0.485f, 0.456f, 0.406f};
-  static constexpr float kStd[3] = {0.229f, 0.224f, 0.225f};
-  Tensor out = Tensor::zeros(images01.shape());
-  const int64_t plane = images01.dim(2) * images01.dim(3);
+namespace {
+
+constexpr float kMean[3] = {0.485f, 0.456f, 0.406f};
+constexpr float kStd[3] = {0.229f, 0.224f, 0.225f};
+
+// Plane by plane: the channel comes from the loop, not from a division per pixel.
+void normalize_into(const Tensor& images01, float* out) {
+  const int64_t plane = images01.dim(2) * images01.dim(3), planes = images01.numel() / plane;
   const float* in = images01.f32();
-  for (int64_t i = 0; i < images01.numel(); ++i) {
-    const int64_t c = (i / plane) % 3;
-    out.f32()[i] = (in[i] - kMean[c]) / kStd[c];
+  for (int64_t p = 0; p < planes; ++p) {
+    const float mean = kMean[p % 3], sd = kStd[p % 3];
+    const float* src = in + p * plane;
+    float* dst = out + p * plane;
+    for (int64_t i = 0; i < plane; ++i) dst[i] = (src[i] - mean) / sd;
   }
+}
+
+}  // namespace
+
+Tensor normalize_imagenet(const Tensor& images01) {
+  Tensor out = Tensor::zeros(images01.shape());
+  normalize_into(images01, out.f32());
   return out;
 }
 
@@ -24,6 +36,7 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
   CameraHeadConfig cam;
   cam.dim_in = cam.dim = 2 * cfg_.dim;
   cam.heads = cfg_.camera_heads;
+  cam.matrices = cfg_.compute;
   camera_.load(weights, cam);
   DepthHeadConfig dpt;
   dpt.dim_in = 2 * cfg_.dim;
@@ -33,8 +46,9 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
   depth_.load(weights, dpt);
   weights.finish();
   // The reference runs its depth head's convolutions on TF32 tensor cores (PyTorch's cuDNN
-  // default); the reduced-precision mode does the same, the float32 mode stays exact.
-  backend_.allow_tf32_convolutions(cfg_.compute != DType::F32);
+  // default); the reduced-precision mode goes one step further (bf16 inputs for the 3x3
+  // kernels), the float32 mode stays exact.
+  backend_.allow_fast_convolutions(cfg_.compute != DType::F32);
 }
 
 KVCacheConfig kv_cache_config(const ModelConfig& m, int64_t height, int64_t width,
@@ -50,6 +64,7 @@ KVCacheConfig kv_cache_config(const ModelConfig& m, int64_t height, int64_t widt
   c.cross_frame_special = s.cross_frame_special;
   c.camera_only = s.camera_only;
   c.include_scale_frames = s.include_scale_frames;
+  c.max_special_frames = s.max_special_frames;
   c.dtype = m.compute;
   return c;
 }
@@ -66,31 +81,72 @@ Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCac
 
 Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
                              int64_t scale_frames, Step step, int camera_iterations) {
+  LINGBOT_CHECK(queued_.empty(), "Model::forward while pipelined calls are outstanding");
+  enqueue(images01, kv, camera, scale_frames, step, camera_iterations);
+  return collect();
+}
+
+void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
+                    int64_t scale_frames, Step step, int camera_iterations) {
   const int64_t s = images01.dim(0), h = images01.dim(2), w = images01.dim(3);
   LINGBOT_CHECK(images01.rank() == 4 && images01.dim(1) == 3 && h % cfg_.patch == 0 &&
                     w % cfg_.patch == 0,
                 "frames must be [S, 3, H, W] with H and W multiples of " +
                     std::to_string(cfg_.patch) + ", got " + shape_str(images01.shape()));
-  Tensor images = backend_.upload(normalize_imagenet(images01), DType::F32);
+  LINGBOT_CHECK(queued_.size() < slots_.size(), "Model::enqueue: two calls already outstanding");
+  const int slot_index = next_slot_;
+  Slot& slot = slots_[slot_index];
+  // Grow the slot's host buffers only when a call needs more (phase 1 is the largest).
+  if (slot.input.numel() < s * 3 * h * w) {
+    slot.input = backend_.alloc_host({s * 3 * h * w});
+    slot.depth = backend_.alloc_host({s * h * w});
+    slot.conf = backend_.alloc_host({s * h * w});
+  }
+  if (slot.pose.numel() < s * 9) slot.pose = backend_.alloc_host({s * 9});
+  slot.frames = s;
+  slot.height = h;
+  slot.width = w;
+
+  normalize_into(images01, slot.input.f32());
+  Tensor images = backend_.upload(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}),
+                                  DType::F32);
   layers_ = &aggregator_.forward(backend_, images, kv, scale_frames, step.defer_eviction);
   const auto& layers = *layers_;
   // The camera head reads token 0 (the camera token) of the last emitted layer.
   const int64_t c2 = layers[3].dim(2);
-  if (!cam_tokens_.defined() || cam_tokens_.dim(0) != s) cam_tokens_ = backend_.alloc({s, c2}, DType::F32);
+  if (!cam_tokens_.defined() || cam_tokens_.dim(0) != s)
+    cam_tokens_ = backend_.alloc({s, c2}, DType::F32);
   for (int64_t f = 0; f < s; ++f) {
     Tensor dst = cam_tokens_[f];
     backend_.copy(layers[3][f].slice(0, 1), dst);
   }
-  Output out;
   {
     ProfileScope ps(backend_, "camera head");
-    out.pose_enc =
-        camera_.forward(backend_, cam_tokens_, camera, step.store_camera, camera_iterations);
+    const Tensor& pose =
+        camera_.run(backend_, cam_tokens_, camera, step.store_camera, camera_iterations);
+    backend_.download_async(pose, slot.pose.f32());
   }
-  ProfileScope ps(backend_, "depth head");
-  DepthOutput d = depth_.forward(backend_, layers, static_cast<int>(h), static_cast<int>(w));
-  out.depth = d.depth;
-  out.conf = d.conf;
+  {
+    ProfileScope ps(backend_, "depth head");
+    depth_.run(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
+               slot.conf.f32());
+  }
+  slot.fence = backend_.fence();
+  queued_.push_back(slot_index);
+  next_slot_ = (next_slot_ + 1) % static_cast<int>(slots_.size());
+}
+
+Model::Output Model::collect() {
+  LINGBOT_CHECK(!queued_.empty(), "Model::collect: nothing was enqueued");
+  Slot& slot = slots_[queued_.front()];
+  queued_.pop_front();
+  backend_.wait_fence(slot.fence);
+  const int64_t s = slot.frames, h = slot.height, w = slot.width;
+  CameraHead::apply_pose_activation(slot.pose.f32(), s, 9);
+  Output out;
+  out.pose_enc = slot.pose.slice(0, s * 9).reshape({s, 9});
+  out.depth = slot.depth.slice(0, s * h * w).reshape({s, h, w});
+  out.conf = slot.conf.slice(0, s * h * w).reshape({s, h, w});
   return out;
 }
 

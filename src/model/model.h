@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <memory>
 
 #include "cache/camera_cache.h"
@@ -45,6 +46,15 @@ class Model {
   Output forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
                  int64_t scale_frames, Step step, int camera_iterations);
 
+  // forward() in two halves, so the host can prepare the next call while the device computes:
+  // enqueue queues a call (at most two may be outstanding) and collect returns the oldest one's
+  // outputs. The tensors collect returns live in the call's host slot: valid until the
+  // next-but-one enqueue.
+  void enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
+               int64_t scale_frames, Step step, int camera_iterations);
+  Output collect();
+  int64_t in_flight() const { return static_cast<int64_t>(queued_.size()); }
+
   CameraCache make_camera_cache(int iterations) const;
 
   const ModelConfig& config() const { return cfg_; }
@@ -60,6 +70,17 @@ class Model {
   DepthHead depth_;
   const std::array<Tensor, 4>* layers_ = nullptr;
   Tensor cam_tokens_;
+
+  // Host side of one queued call: its normalized input and its outputs, in memory the device
+  // copies to and from asynchronously.
+  struct Slot {
+    Tensor input, pose, depth, conf;
+    int64_t frames = 0, height = 0, width = 0;
+    uint64_t fence = 0;
+  };
+  std::array<Slot, 2> slots_;
+  int next_slot_ = 0;
+  std::deque<int> queued_;
 };
 
 }  // namespace lingbot

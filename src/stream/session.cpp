@@ -9,22 +9,38 @@
 namespace lingbot {
 
 StreamSession::StreamSession(Model& model, const StreamOptions& options)
-    : model_(model), opt_(options) {
+    : model_(model),
+      opt_(options),
+      keyframes_({.threshold = options.flow_threshold, .max_gap = options.max_non_keyframe_gap}) {
   LINGBOT_CHECK(opt_.scale_frames >= 1, "scale frames must be at least 1");
   LINGBOT_CHECK(opt_.window >= 1, "the window must hold at least 1 frame");
   LINGBOT_CHECK(opt_.camera_iterations >= 1, "camera iterations must be at least 1");
   LINGBOT_CHECK(std::isfinite(opt_.flow_threshold) && opt_.flow_threshold >= 0,
                 "the flow threshold must be a finite number of pixels >= 0 (0 = off)");
   LINGBOT_CHECK(opt_.max_non_keyframe_gap >= 1, "the maximum non-keyframe gap must be at least 1");
-  policy_.threshold = opt_.flow_threshold;
-  policy_.max_gap = opt_.max_non_keyframe_gap;
+  LINGBOT_CHECK(opt_.max_special_frames >= 0,
+                "the special-frame cap must be a number of frames >= 0 (0 = unbounded)");
+}
+
+StreamSession::~StreamSession() {
+  // A step still on the device must leave the model's queue, or the next session would collect it.
+  if (in_flight_) {
+    try {
+      model_.collect();
+    } catch (...) {
+    }
+  }
 }
 
 void StreamSession::reset() {
+  if (in_flight_) {
+    model_.collect();  // its results are dropped with the sequence
+    in_flight_.reset();
+  }
   pending_.clear();
   next_index_ = 0;
   scale_frames_ = 0;
-  last_keyframe_ = -1;
+  keyframes_.reset();
   if (kv_) kv_->reset();
   if (camera_) camera_->reset();
 }
@@ -32,9 +48,10 @@ void StreamSession::reset() {
 void StreamSession::push(const Tensor& image, const Callback& on_result) {
   LINGBOT_CHECK(image.rank() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
                 "a frame must be F32 [3, H, W], got " + shape_str(image.shape()));
+  const int64_t index = next_index_ + (in_flight_ ? in_flight_->frames : 0);
   if (!kv_ || height_ != image.dim(1) || width_ != image.dim(2)) {
-    LINGBOT_CHECK(next_index_ == 0 && pending_.empty(),
-                  "frame " + std::to_string(next_index_ + pending_.size()) + " is " +
+    LINGBOT_CHECK(index == 0 && pending_.empty(),
+                  "frame " + std::to_string(index + pending_.size()) + " is " +
                       std::to_string(image.dim(2)) + "x" + std::to_string(image.dim(1)) +
                       " but the sequence started at " + std::to_string(width_) + "x" +
                       std::to_string(height_) + "; all frames of a sequence must have one size");
@@ -43,6 +60,7 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
     kv_ = std::make_unique<PagedKVCache>(model_.backend(),
                                          kv_cache_config(model_.config(), height_, width_, opt_));
     camera_.emplace(model_.make_camera_cache(opt_.camera_iterations));
+    camera_->set_limit(camera_limit(opt_));
   }
   if (scale_frames_ == 0) {  // phase 1 collects the scale frames
     pending_.push_back(image);
@@ -53,11 +71,12 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
     run_adaptive(image, on_result);
     return;
   }
-  const bool key = is_keyframe(next_index_, scale_frames_, opt_.keyframe_interval);
+  const bool key = is_keyframe(index, scale_frames_, opt_.keyframe_interval);
   run({image}, key, on_result);
 }
 
 void StreamSession::finish(const Callback& on_result) {
+  flush(on_result);
   if (pending_.empty()) return;
   scale_frames_ = static_cast<int64_t>(pending_.size());
   std::vector<Tensor> frames;
@@ -66,13 +85,19 @@ void StreamSession::finish(const Callback& on_result) {
 }
 
 Model::Output StreamSession::forward(const std::vector<Tensor>& frames, Model::Step step) {
+  submit(frames, step);
+  return model_.collect();
+}
+
+void StreamSession::submit(const std::vector<Tensor>& frames, Model::Step step) {
   const int64_t s = static_cast<int64_t>(frames.size());
   Tensor batch = Tensor::zeros({s, 3, height_, width_});
   for (int64_t f = 0; f < s; ++f)
     std::memcpy(batch.f32() + f * frames[f].numel(), frames[f].f32(), frames[f].nbytes());
+  camera_->trim();
   const int64_t camera_rows = camera_->rows();
   try {
-    return model_.forward(batch, *kv_, *camera_, scale_frames_, step, opt_.camera_iterations);
+    model_.enqueue(batch, *kv_, *camera_, scale_frames_, step, opt_.camera_iterations);
   } catch (...) {
     if (kv_->pending_frames()) kv_->reset();  // a failed step leaves no half-written state
     camera_->truncate(camera_rows);
@@ -97,41 +122,49 @@ FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
   return r;
 }
 
-void StreamSession::note_keyframe(const FrameResult& r) {
-  last_keyframe_ = r.index;
-  key_c2w_ = r.c2w;
-  key_K_ = r.intrinsics;
-}
-
 void StreamSession::run(const std::vector<Tensor>& frames, bool keyframe,
                         const Callback& on_result) {
-  const Model::Output out =
-      forward(frames, {.defer_eviction = !keyframe, .store_camera = keyframe});
+  if (frames.size() > 1) flush(on_result);  // phase 1 runs alone
+  submit(frames, {.defer_eviction = !keyframe, .store_camera = keyframe});
   if (keyframe) {
     kv_->commit();
   } else {
     kv_->rollback_last_frame();
   }
-  for (int64_t f = 0; f < static_cast<int64_t>(frames.size()); ++f) {
-    FrameResult r = make_result(out, f);
-    r.keyframe = keyframe;
-    if (keyframe) note_keyframe(r);
+  InFlight next{static_cast<int64_t>(frames.size()), keyframe, CacheStats{}};
+  next.stats = cache_stats();
+  flush(on_result);  // the previous step, finished while this one was being queued
+  in_flight_ = next;
+  if (frames.size() > 1) flush(on_result);
+}
+
+void StreamSession::flush(const Callback& on_result) {
+  if (!in_flight_) return;
+  const InFlight f = *in_flight_;
+  in_flight_.reset();
+  const Model::Output out = model_.collect();
+  delivering_ = f.stats;
+  struct Clear {
+    std::optional<CacheStats>& s;
+    ~Clear() { s.reset(); }
+  } clear{delivering_};
+  for (int64_t i = 0; i < f.frames; ++i) {
+    FrameResult r = make_result(out, i);
+    r.keyframe = f.keyframe;
+    if (f.keyframe) keyframes_.keep(r);
     on_result(r);
   }
 }
 
 void StreamSession::run_adaptive(const Tensor& image, const Callback& on_result) {
+  flush(on_result);
   // Whether to keep the frame depends on its own depth and pose, so the pass stores it in both
   // caches with the window's eviction held back until the decision.
   const Model::Output out = forward({image}, {.defer_eviction = true, .store_camera = true});
   FrameResult r = make_result(out, 0);
-  const bool first = r.index == scale_frames_;
-  const bool forced = policy_.forced(first, r.index, last_keyframe_);
-  const double flow = forced ? 0.0 : flow_magnitude(r, key_c2w_, key_K_);
-  r.keyframe = policy_.is_keyframe(first, flow, r.index, last_keyframe_);
+  r.keyframe = keyframes_.decide(r, r.index == scale_frames_);
   if (r.keyframe) {
     kv_->commit();
-    note_keyframe(r);
   } else {
     kv_->rollback_last_frame();
     // Deliberate departure from the reference, which has no camera-head rollback and so leaves
@@ -143,6 +176,7 @@ void StreamSession::run_adaptive(const Tensor& image, const Callback& on_result)
 }
 
 CacheStats StreamSession::cache_stats() const {
+  if (delivering_) return *delivering_;
   CacheStats s;
   if (!kv_) return s;
   const KVCacheStats k = kv_->stats();
@@ -154,7 +188,20 @@ CacheStats StreamSession::cache_stats() const {
   s.bytes = k.bytes_in_use;
   s.bytes_reserved = k.bytes_reserved;
   s.layers = kv_->config().layers;
+  s.special_frames = k.stream_frames;
+  s.special_bytes = k.stream_bytes_in_use;
+  s.special_bytes_reserved = k.stream_bytes_reserved;
+  s.camera_cache_bytes = camera_->bytes_in_use();
+  s.camera_cache_bytes_reserved = camera_->bytes_reserved();
   return s;
+}
+
+CameraCacheLimit camera_limit(const StreamOptions& o) {
+  if (o.max_special_frames <= 0) return {};
+  // The camera head keeps the camera tokens of the frames the aggregator still sees in some
+  // form: the scale frames, the window and the capped stream.
+  return {.pinned = o.include_scale_frames ? o.scale_frames : 0,
+          .recent = o.window + o.max_special_frames};
 }
 
 }  // namespace lingbot

@@ -3,7 +3,6 @@
 // flow threshold the frame's own predicted motion (spec 03 §6).
 #pragma once
 
-#include <array>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -16,9 +15,13 @@
 
 namespace lingbot {
 
+// The camera-head cache limit that goes with StreamOptions::max_special_frames (none when 0).
+CameraCacheLimit camera_limit(const StreamOptions& options);
+
 class StreamSession final : public Session {
  public:
   StreamSession(Model& model, const StreamOptions& options);
+  ~StreamSession() override;
   void push(const Tensor& image, const Callback& on_result) override;
   void finish(const Callback& on_result) override;
   void reset() override;
@@ -32,11 +35,13 @@ class StreamSession final : public Session {
  private:
   void run(const std::vector<Tensor>& frames, bool keyframe, const Callback& on_result);
   void run_adaptive(const Tensor& image, const Callback& on_result);
-  // On failure neither cache keeps any part of the step.
+  // Queues a step on the model. On failure neither cache keeps any part of it.
+  void submit(const std::vector<Tensor>& frames, Model::Step step);
   Model::Output forward(const std::vector<Tensor>& frames, Model::Step step);
+  // Hands out the results of the step still on the device, if any.
+  void flush(const Callback& on_result);
   // Frame f of `out` as the next result in sequence order.
   FrameResult make_result(const Model::Output& out, int64_t f);
-  void note_keyframe(const FrameResult& r);
   bool adaptive() const { return opt_.flow_threshold > 0; }
 
   Model& model_;
@@ -47,11 +52,18 @@ class StreamSession final : public Session {
   int64_t next_index_ = 0;       // index of the next frame to emit
   int64_t scale_frames_ = 0;     // this sequence's phase-1 size, once known
   int64_t height_ = 0, width_ = 0;
-  // The last keyframe, which flow is measured against; phase 1 seeds it with the last scale frame.
-  KeyframePolicy policy_;
-  int64_t last_keyframe_ = -1;
-  std::array<float, 12> key_c2w_{};
-  std::array<float, 9> key_K_{};
+  // Phase 1 seeds it with the last scale frame.
+  AdaptiveKeyframes keyframes_;
+  // A fixed-interval frame's step runs on the device while the host returns to take the next
+  // frame; its results go out at the next push (or finish). The cache state after it is kept
+  // for cache_stats() calls made from its result callbacks.
+  struct InFlight {
+    int64_t frames = 0;
+    bool keyframe = true;
+    CacheStats stats;
+  };
+  std::optional<InFlight> in_flight_;
+  std::optional<CacheStats> delivering_;
 };
 
 }  // namespace lingbot
