@@ -10,6 +10,7 @@
 #include "io/image.h"
 #include "lingbot/error.h"
 #include "pipeline.h"
+#include "stream/keyframes.h"
 
 namespace lingbot::cli {
 namespace {
@@ -90,7 +91,9 @@ int demo(const DemoArgs& a) {
     write_png(frames_dir + "/" + frame_name(next++), img);
     return to_tensor(img);
   };
-  RunSummary s = run_stream(*engine, a.stream, source, outputs);
+  StreamOptions stream = a.stream;
+  stream.keyframe_interval = auto_keyframe_interval(a.frames);  // as `run` does by default
+  RunSummary s = run_stream(*engine, stream, source, outputs);
   std::printf(
       "demo: %lld frames (%dx%d) in %.1f s, %.2f frames/s on %s\n"
       "  input frames:  %s/\n  predictions:   %s/predictions.safetensors\n"

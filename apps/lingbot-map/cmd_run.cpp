@@ -1,6 +1,12 @@
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -8,10 +14,12 @@
 #include <string>
 
 #include "commands.h"
+#include "input.h"
 #include "io/image.h"
 #include "io/preprocess.h"
 #include "lingbot/error.h"
 #include "pipeline.h"
+#include "stream/keyframes.h"
 #include "stream/preflight.h"
 #include "stream/windowed.h"
 #include "weights/checkpoint.h"
@@ -31,7 +39,19 @@ struct RunArgs {
   int window_size = 64, overlap = 16, overlap_keyframes = -1;
   bool no_preflight = false, dry_run = false;
   double memory_limit_gb = 0;  // > 0: the memory the run may use, instead of what is free
+  double fps = 10;  // video files, as the reference demo's default
+  int stride = 1;
+  int64_t first_k = 0;
+  bool realtime = false;
 };
+
+// A live source has no end: Ctrl-C ends its input and the run finishes with what it has (a second
+// Ctrl-C, back to the default action, stops at once).
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);
+}
 
 PreprocessMode parse_mode(const std::string& m) {
   if (m == "crop") return PreprocessMode::Crop;
@@ -40,24 +60,7 @@ PreprocessMode parse_mode(const std::string& m) {
   throw Error("unknown --preprocess mode '" + m + "' (crop, pad or none)");
 }
 
-// Exported frames keep their input's name (as PNG: they are the model input, re-encoded);
-// should two inputs differ only in extension, all fall back to numbered names.
-FrameNamer input_names(const std::vector<std::string>& paths) {
-  std::vector<std::string> names;
-  std::set<std::string> seen;
-  for (const auto& p : paths) {
-    names.push_back(std::filesystem::path(p).stem().string() + ".png");
-    if (!seen.insert(names.back()).second) return default_frame_name;
-  }
-  return [names](int64_t i) {
-    return i >= 0 && i < static_cast<int64_t>(names.size()) ? names[i] : default_frame_name(i);
-  };
-}
-
-// Windowed mode: independent windows of the video, each its own sequence, aligned to the first
-// by a similarity transform and stitched; results are complete only at the end.
-int run_windowed_mode(const RunArgs& a, const std::vector<std::string>& paths,
-                      const std::function<Tensor(int64_t)>& frame_at, const RunOutputs& outputs) {
+WindowedOptions windowed_options(const RunArgs& a) {
   WindowedOptions w;
   w.window_size = a.window_size;
   w.overlap = a.overlap;
@@ -66,15 +69,35 @@ int run_windowed_mode(const RunArgs& a, const std::vector<std::string>& paths,
   w.keyframe_interval = std::max(1, a.stream.keyframe_interval);  // windowed default: 1
   w.sliding_window = a.stream.window;
   w.camera_iterations = a.stream.camera_iterations;
-  auto engine = Engine::create(a.engine);
+  w.flow_threshold = a.stream.flow_threshold;
+  w.max_non_keyframe_gap = a.stream.max_non_keyframe_gap;
+  w.max_special_frames = a.stream.max_special_frames;
+  return w;
+}
+
+// Creates the output folder and checks that files can be made in it, so that a bad --out fails
+// before the model loads rather than after the last frame (a read-only file system counts even
+// for root; permissions do not bind root, whose writes then succeed anyway).
+void prepare_output_folder(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(a.out, ec);
-  if (ec) throw Error("cannot create output folder " + a.out + ": " + ec.message());
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw Error("cannot create output folder " + dir + ": " +
+                (ec ? ec.message() : std::string("a file of that name is in the way")));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error("cannot write to output folder " + dir + ": " + std::strerror(errno));
+}
+
+// Windowed mode: independent windows of the video, each its own sequence, aligned to the first
+// by a similarity transform and stitched; results are complete only at the end.
+int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
+                      const std::function<Tensor(int64_t)>& frame_at, const RunOutputs& outputs) {
+  const WindowedOptions w = windowed_options(a);
   const auto t0 = std::chrono::steady_clock::now();
   auto log = [&](const char* line) {
     if (!a.quiet) std::fprintf(stderr, "%s\n", line);
   };
-  WindowedResult r = run_windowed(*engine, static_cast<int64_t>(paths.size()), frame_at, w, log);
+  WindowedResult r = run_windowed(engine, frames, frame_at, w, log);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   TensorMap t{{"pose_enc", r.pose_enc}, {"depth", r.depth}, {"depth_conf", r.depth_conf},
               {"c2w", r.c2w}, {"w2c", r.w2c}, {"intrinsics", r.intrinsics},
@@ -85,7 +108,7 @@ int run_windowed_mode(const RunArgs& a, const std::vector<std::string>& paths,
   if (!outputs.exports.formats.empty()) {
     ExportOptions exports = outputs.exports;
     if (exports.out_dir.empty()) exports.out_dir = a.out;
-    auto sinks = make_sinks(exports);
+    auto sinks = make_run_sinks(exports, outputs.timestamp);
     const int64_t s = r.pose_enc.dim(0), h = r.depth.dim(1), wd = r.depth.dim(2), plane = h * wd;
     for (int64_t i = 0; i < s; ++i) {
       FrameResult f;
@@ -104,8 +127,8 @@ int run_windowed_mode(const RunArgs& a, const std::vector<std::string>& paths,
     }
     for (auto& sink : sinks) sink->finish();
   }
-  std::printf("%zu frames in %zu windows, %.2f s; wrote %s/predictions.safetensors\n",
-              paths.size(), r.windows.size(), seconds, a.out.c_str());
+  std::printf("%lld frames in %zu windows, %.2f s; wrote %s/predictions.safetensors\n",
+              static_cast<long long>(frames), r.windows.size(), seconds, a.out.c_str());
   return 0;
 }
 
@@ -126,19 +149,35 @@ struct Preflight {
   ModelConfig config;
   DType compute;
   int64_t height, width, frames;
+  StreamOptions stream;
+  std::optional<WindowedOptions> windowed;
   MemoryEstimate need;
 
+  void estimate() {
+    need = windowed ? estimate_windowed_memory(config, compute, height, width, frames, *windowed)
+                    : estimate_memory(config, compute, height, width, frames, stream);
+  }
   std::string describe() const {
     return std::to_string(frames) + " frames at " + std::to_string(width) + "x" +
            std::to_string(height) + " (" + dtype_name(compute) + ")";
+  }
+  // What the caches hold at the peak: ", N frames cached" and, windowed, per how long a window.
+  std::string cached() const {
+    if (windowed) return describe_windows(frames, *windowed);
+    return ", " + std::to_string(stored_frames(frames, stream)) + " frames cached";
+  }
+  std::string explain(size_t available) const {
+    return windowed ? explain_windowed_shortfall(need, available, config, compute, height, width,
+                                                 frames, *windowed)
+                    : explain_shortfall(need, available, config, compute, height, width, frames,
+                                        stream);
   }
 };
 
 // Throws, before the first frame runs, when the estimate exceeds what the run may use: the
 // --memory-limit-gb cap, else free device memory after loading (the weights already resident
 // there count as available), else the host's available memory. Unknown memory passes.
-void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine,
-                const StreamOptions& stream) {
+void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine) {
   size_t available = 0;
   if (a.memory_limit_gb > 0) {
     available = static_cast<size_t>(a.memory_limit_gb * 1e9);
@@ -150,69 +189,72 @@ void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine,
     available = free ? free + p.need.weights : 0;
   }
   if (available == 0 || p.need.total <= available) return;
-  throw Error("not enough memory for " + p.describe() + ": " +
-              explain_shortfall(p.need, available, p.config, p.compute, p.height, p.width, p.frames,
-                                stream) +
+  throw Error("not enough memory for " + p.describe() + ": " + p.explain(available) +
               " (--no-preflight skips this check)");
 }
 
 int run(const RunArgs& a) {
   const PreprocessMode mode = parse_mode(a.preprocess);
-  const std::vector<std::string> paths = list_images(a.input);
-  RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input_names(paths)),
-                     static_cast<int64_t>(paths.size())};
+  if (a.mode != "streaming" && a.mode != "windowed")
+    throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
+  const bool windowed = a.mode == "windowed";
+  InputOptions in{.fps = a.fps, .stride = a.stride, .first_k = a.first_k, .quiet = a.quiet,
+                  .realtime = a.realtime};
+  if (windowed) {
+    // Windows step back over their overlap; keeping those frames avoids decoding a video again.
+    in.keep_recent = 1 + std::max<int64_t>({a.overlap, a.stream.scale_frames,
+                                            int64_t{a.overlap_keyframes} *
+                                                std::max(1, a.stream.keyframe_interval)});
+    in.exact_count = true;  // the window plan needs the length
+  }
+  auto input = open_input(a.input, in, [&](const ImageU8& img) {
+    return to_float01(preprocess(img, mode, a.size));
+  });
+  LINGBOT_CHECK(!(windowed && input->live()),
+                "--mode windowed needs a folder or a video file, not a live source");
+  // Live sources have no length: the estimate covers the frames the caches keep for good.
+  const int64_t frames =
+      input->count() > 0 ? input->count() : int64_t{a.stream.scale_frames} + a.stream.window;
+  RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input->names()),
+                     input->count()};
+  outputs.timestamp = input->timestamps();
+  if (input->live()) outputs.dropped = [&] { return input->dropped(); };
   StreamOptions stream = a.stream;
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
-  if (stream.keyframe_interval == 0) {
-    const int64_t n = static_cast<int64_t>(paths.size());
-    stream.keyframe_interval = n > 320 ? static_cast<int>((n + 319) / 320) : 1;
-  }
+  if (stream.keyframe_interval == 0)
+    stream.keyframe_interval = auto_keyframe_interval(frames);
   auto frame_at = [&](int64_t i) -> Tensor {
-    const std::string& path = paths[i];
-    try {
-      return to_float01(preprocess(load_image(path), mode, a.size));
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      if (what.find(path) != std::string::npos) throw;
-      throw Error(path + ": " + what);
-    }
+    std::optional<Tensor> t = input->get(i);
+    if (!t) throw Error(a.input + ": has no frame " + std::to_string(i));
+    return *t;
   };
-  if (a.mode == "windowed") {
-    LINGBOT_CHECK(!a.dry_run, "--dry-run estimates streaming runs only");
-    return run_windowed_mode(a, paths, frame_at, outputs);
-  }
-  if (a.mode != "streaming") throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
+  if (!a.dry_run) prepare_output_folder(a.out);
   // The size the model sees is known only after preprocessing; the first frame, loaded here,
   // is handed to the stream below rather than decoded twice.
   std::optional<Tensor> first;
   std::optional<Preflight> pre;
   if (a.dry_run || !a.no_preflight) {
     first = frame_at(0);
-    Preflight p{planned_config(a.engine),
-                planned_compute(a.engine),
-                first->dim(1),
-                first->dim(2),
-                static_cast<int64_t>(paths.size()),
-                {}};
-    p.need = estimate_memory(p.config, p.compute, p.height, p.width, p.frames, stream);
+    Preflight p{planned_config(a.engine), planned_compute(a.engine), first->dim(1),
+                first->dim(2), frames, stream};
+    if (windowed) p.windowed = windowed_options(a);
+    p.estimate();
     pre = p;
   }
   if (a.dry_run) {
     const MemoryEstimate& m = pre->need;
     std::printf(
-        "memory estimate for %s, %lld frames cached: ~%s (weights %s, KV cache %s, "
-        "camera cache %s, activations %s)\n",
-        pre->describe().c_str(), static_cast<long long>(stored_frames(pre->frames, stream)),
-        format_gb(m.total).c_str(), format_gb(m.weights).c_str(), format_gb(m.kv_cache).c_str(),
+        "memory estimate for %s%s: ~%s (weights %s, KV cache %s, camera cache %s, "
+        "activations %s)\n",
+        pre->describe().c_str(), pre->cached().c_str(), format_gb(m.total).c_str(),
+        format_gb(m.weights).c_str(), format_gb(m.kv_cache).c_str(),
         format_gb(m.camera_cache).c_str(), format_gb(m.activations).c_str());
     if (a.memory_limit_gb > 0 || a.engine.device == "cpu") {
       const size_t available = a.memory_limit_gb > 0 ? static_cast<size_t>(a.memory_limit_gb * 1e9)
                                                      : host_memory_available();
       if (available && m.total > available)
-        std::printf("%s\n", explain_shortfall(m, available, pre->config, pre->compute, pre->height,
-                                              pre->width, pre->frames, stream)
-                                .c_str());
+        std::printf("%s\n", pre->explain(available).c_str());
       else if (available)
         std::printf("fits in %s available\n", format_gb(available).c_str());
     } else {
@@ -221,19 +263,25 @@ int run(const RunArgs& a) {
     return 0;
   }
   auto engine = Engine::create(a.engine);
-  if (pre) check_fits(*pre, a, *engine, stream);
-  size_t next = 0;
+  if (pre) check_fits(*pre, a, *engine);
+  if (windowed) return run_windowed_mode(a, *engine, frames, frame_at, outputs);
+  if (input->live()) std::signal(SIGINT, on_interrupt);
+  int64_t next = 0;
   FrameSource source = [&]() -> std::optional<Tensor> {
-    if (next == paths.size()) return std::nullopt;
+    if (g_interrupted) return std::nullopt;
     if (next == 0 && first) {
       ++next;
       return std::move(*first);
     }
-    return frame_at(static_cast<int64_t>(next++));
+    return input->get(next++);
   };
   RunSummary s = run_stream(*engine, stream, source, outputs);
   std::printf("%lld frames in %.2f s (%.2f frames/s); wrote %s/predictions.safetensors\n",
               static_cast<long long>(s.frames), s.seconds, s.frames / s.seconds, a.out.c_str());
+  if (input->live())
+    std::printf("%lld frames dropped (the model was slower than the source)\n",
+                static_cast<long long>(input->dropped()));
+  if (!input->end_note().empty()) std::printf("%s\n", input->end_note().c_str());
   if (!outputs.exports.formats.empty())
     std::printf("exports in %s/: %s\n", a.out.c_str(), join(outputs.exports.formats).c_str());
   return 0;
@@ -263,13 +311,33 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
   sub->add_option("--max-non-keyframe-gap", s.max_non_keyframe_gap,
                   "adaptive keyframes: force a keyframe after this many frames")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-special-frames", s.max_special_frames,
+                  "bounded memory: attend to the special tokens of only the N most recently "
+                  "evicted frames (0 = all, as the reference)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
 void add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Reconstruct a sequence of frames");
   add_stream_options(sub, a->engine, a->stream);
-  sub->add_option("--input", a->input, "folder of PNG/JPEG frames")->required();
+  sub->add_option("--input", a->input,
+                  "folder of PNG/JPEG frames, video file, capture device (/dev/videoN) or stream "
+                  "URL (rtsp://, http://, udp://, ...)")
+      ->required();
+  sub->add_option("--fps", a->fps,
+                  "video files: keep every round(source fps / F)-th frame (0 = every frame)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--first-k", a->first_k, "only the first K frames (before --stride; 0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--stride", a->stride, "then every N-th of those frames")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_flag("--realtime", a->realtime,
+                "video files: play at the source's rate as a live source would (frames the model "
+                "cannot keep up with are dropped)");
   sub->add_option("--preprocess", a->preprocess, "crop, pad (to --size) or none (as is)")
       ->capture_default_str();
   sub->add_option("--mode", a->mode, "streaming, or windowed (independent aligned windows)")

@@ -53,13 +53,16 @@ class PredictionsWriter {
 // logs stay readable.
 class Progress {
  public:
-  explicit Progress(int64_t total) : total_(total), tty_(isatty(fileno(stderr))) {}
+  explicit Progress(int64_t total, std::function<int64_t()> dropped = {})
+      : total_(total), tty_(isatty(fileno(stderr))), dropped_(std::move(dropped)) {}
   void update(int64_t done, bool keyframe) {
     const double s = std::chrono::duration<double>(clock::now() - t0_).count();
     const double fps = s > 0 ? done / s : 0;
+    const std::string dropped =
+        dropped_ ? "  " + std::to_string(dropped_()) + " dropped" : std::string();
     if (!tty_) {
-      std::fprintf(stderr, "frame %lld%s  %.2f frames/s\n", static_cast<long long>(done - 1),
-                   keyframe ? "" : " (non-keyframe)", fps);
+      std::fprintf(stderr, "frame %lld%s  %.2f frames/s%s\n", static_cast<long long>(done - 1),
+                   keyframe ? "" : " (non-keyframe)", fps, dropped.c_str());
       return;
     }
     std::string line = "\r" + std::to_string(done);
@@ -71,8 +74,8 @@ class Progress {
     }
     char tail[64];
     const double eta = fps > 0 && total_ > done ? (total_ - done) / fps : 0;
-    std::snprintf(tail, sizeof tail, " frames  %.2f frames/s  ETA %.0f s   ", fps, eta);
-    std::fputs((line + tail).c_str(), stderr);
+    std::snprintf(tail, sizeof tail, " frames  %.2f frames/s  ETA %.0f s", fps, eta);
+    std::fputs((line + tail + dropped + "   ").c_str(), stderr);
     std::fflush(stderr);
   }
   void done() {
@@ -83,6 +86,7 @@ class Progress {
   using clock = std::chrono::steady_clock;
   int64_t total_;
   bool tty_;
+  std::function<int64_t()> dropped_;
   clock::time_point t0_ = clock::now();
 };
 
@@ -90,11 +94,11 @@ class Progress {
 
 void add_export_options(CLI::App* sub, ExportArgs& a) {
   sub->add_option("--export", a.formats,
-                  "files for other tools, comma-separated: tum, kitti, json, depth, ply, colmap, "
-                  "nerfstudio, all or none")
+                  "files for other tools, comma-separated: tum, kitti, json, depth, depth_f32, "
+                  "ply, glb, colmap, nerfstudio, all or none")
       ->capture_default_str();
   sub->add_option("--conf-threshold", a.conf_threshold,
-                  "points (ply, colmap) need a confidence above this")
+                  "points (ply, glb, colmap) need a confidence above this")
       ->capture_default_str();
   sub->add_option("--point-stride", a.point_stride, "points from every N-th pixel in x and y")
       ->capture_default_str()
@@ -111,6 +115,20 @@ ExportOptions export_options(const ExportArgs& a, FrameNamer name) {
   o.depth.depth_scale = a.depth_scale;
   o.name = std::move(name);
   return o;
+}
+
+std::vector<std::unique_ptr<ResultSink>> make_run_sinks(
+    ExportOptions exports, const std::function<double(int64_t)>& timestamp) {
+  auto tum = std::find(exports.formats.begin(), exports.formats.end(), "tum");
+  if (!timestamp || tum == exports.formats.end()) return make_sinks(exports);
+  exports.formats.erase(tum);
+  auto sinks = make_sinks(exports);
+  const std::string dir = exports.out_dir.empty() ? "." : exports.out_dir;
+  std::error_code ec;  // make_sinks made it unless tum was the only format
+  std::filesystem::create_directories(dir, ec);
+  sinks.push_back(
+      make_trajectory_sink(dir + "/trajectory_tum.txt", TrajectoryFormat::TUM, timestamp));
+  return sinks;
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -132,7 +150,7 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
   }
   ExportOptions exports = out.exports;
   if (exports.out_dir.empty()) exports.out_dir = out.out_dir;
-  auto sinks = make_sinks(exports);
+  auto sinks = make_run_sinks(exports, out.timestamp);
   // Results can come several frames after their push (the scale frames arrive together), so
   // the frames wait here, by index, for the sinks that colour points or save images.
   std::map<int64_t, Tensor> waiting;
@@ -141,7 +159,7 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
   PredictionsWriter predictions;
   RunSummary summary;
   const auto t0 = std::chrono::steady_clock::now();
-  Progress progress(out.total_frames);
+  Progress progress(out.total_frames, out.dropped);
   auto on_result = [&](const FrameResult& r) {
     predictions.add(r);
     if (!sinks.empty()) {
@@ -156,7 +174,9 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
       nlohmann::ordered_json j = {{"frame", r.index},          {"keyframe", r.keyframe},
                           {"stored_frames", c.stored_frames}, {"scale_pages", c.scale_pages},
                           {"live_pages", c.live_pages}, {"free_pages", c.free_pages},
-                          {"special_tokens", c.special_tokens}, {"bytes", c.bytes}};
+                          {"special_tokens", c.special_tokens}, {"bytes", c.bytes},
+                          {"special_frames", c.special_frames}, {"special_bytes", c.special_bytes},
+                          {"camera_cache_bytes", c.camera_cache_bytes}};
       stats << j.dump() << "\n";
       stats.flush();
     }

@@ -21,6 +21,8 @@ struct RunOutputs {
   bool quiet = false;
   ExportOptions exports;
   int64_t total_frames = 0;  // for the progress bar's ETA; 0 = unknown  // written per frame as results arrive; out_dir empty = out_dir above
+  std::function<double(int64_t)> timestamp;  // TUM seconds of frame i; empty = the index
+  std::function<int64_t()> dropped;          // live sources: frames dropped so far
 };
 
 // The --export, --conf-threshold, --point-stride and --depth-scale flags of run and demo.
@@ -34,6 +36,10 @@ void add_export_options(CLI::App* sub, ExportArgs& a);
 // Throws Error for an unknown format; `name` gives the exported frames' file names.
 ExportOptions export_options(const ExportArgs& a, FrameNamer name);
 std::string join(const std::vector<std::string>& items);  // "a, b, c"
+
+// make_sinks, with the TUM trajectory stamped by `timestamp` when one is given.
+std::vector<std::unique_ptr<ResultSink>> make_run_sinks(
+    ExportOptions exports, const std::function<double(int64_t)>& timestamp);
 
 struct RunSummary {
   int64_t frames = 0;

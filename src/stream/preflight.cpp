@@ -7,6 +7,7 @@
 
 #include "cache/paged_kv.h"
 #include "model/model.h"
+#include "stream/session.h"
 
 namespace lingbot {
 namespace {
@@ -48,12 +49,14 @@ Counts count(const ModelConfig& c) {
   n.f32 += static_cast<size_t>(C * (1 + c.registers + 1 + c.pos_grid * c.pos_grid) + C + 2 * C);
   n.compute += static_cast<size_t>(C * 3 * p * p);
   for (int64_t i = 0; i < c.dino_depth; ++i) add_block(n, C, c.mlp_ratio, 0, true);
-  // Camera head (F32 throughout), width D = 2C.
+  // Camera head, width D = 2C: the trunk's and the modulation's matrices in the compute dtype,
+  // the rest F32.
   const int64_t D = 2 * C;
-  for (int64_t i = 0; i < kCameraDepth; ++i) add_block(n, D, kCameraMlpRatio, 0, false);
-  n.f32 += static_cast<size_t>(4 * D                // token_norm, trunk_norm
-                               + 9 + 9 * D + D      // empty pose, embed_pose
-                               + 3 * D * D + 3 * D  // poseLN_modulation
+  for (int64_t i = 0; i < kCameraDepth; ++i) add_block(n, D, kCameraMlpRatio, 0, true);
+  n.compute += static_cast<size_t>(3 * D * D);     // poseLN_modulation
+  n.f32 += static_cast<size_t>(4 * D               // token_norm, trunk_norm
+                               + 9 + 9 * D + D     // empty pose, embed_pose
+                               + 3 * D             // poseLN_modulation bias
                                + D / 2 * D + D / 2  // pose_branch.fc1
                                + 9 * (D / 2) + 9);  // pose_branch.fc2
   // Depth head (DPT, F32).
@@ -160,10 +163,9 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
       PagedKVCache::bytes_for(kv_config_for(config, compute, height, width, stream), stored);
 
   // One camera token (width 2C, F32) per stored frame, K and V, in every (iteration, block) slot.
-  const int64_t chunks = (stored + kCameraChunkFrames - 1) / kCameraChunkFrames;
-  m.camera_cache = static_cast<size_t>(stream.camera_iterations * kCameraDepth * 2 * chunks *
-                                       kCameraChunkFrames * 2 * config.dim) *
-                   4;
+  m.camera_cache = CameraCache::bytes_for(stream.camera_iterations * kCameraDepth, 2 * config.dim,
+                                          DType::F32, kCameraChunkFrames, stored,
+                                          camera_limit(stream));
 
   // Activations: phase 1's buffers (scale frames at once) stay allocated next to phase 2's (one
   // frame); the camera head keeps one scratch sized for the larger call (~32 rows of its width
@@ -204,10 +206,25 @@ size_t host_memory_available() {
   return 0;
 }
 
+namespace {
+
+// The numbers and the suggestions, `tries` being "--a 1 or --b 2" or empty.
+std::string shortfall_line(const MemoryEstimate& need, size_t available, std::string tries) {
+  const auto num = format_gb;
+  if (tries.empty())
+    tries = "no single setting fits; combine them or use a larger device";
+  else
+    tries = "try " + tries;
+  return "needs ~" + format_gb(need.total) + " (weights " + num(need.weights) + ", KV cache " +
+         num(need.kv_cache) + ", camera cache " + num(need.camera_cache) + ", activations " +
+         num(need.activations) + "), " + format_gb(available) + " available: " + tries;
+}
+
+}  // namespace
+
 std::string explain_shortfall(const MemoryEstimate& need, size_t available,
                               const ModelConfig& config, DType compute, int64_t height,
                               int64_t width, int64_t frames, const StreamOptions& stream) {
-  const auto num = format_gb;
   auto fits = [&](const StreamOptions& s, int64_t h, int64_t w) {
     return estimate_memory(config, compute, h, w, frames, s).total <= available;
   };
@@ -250,13 +267,87 @@ std::string explain_shortfall(const MemoryEstimate& need, size_t available,
       break;
     }
   }
-  if (tries.empty())
-    tries = "no single setting fits; combine them or use a larger device";
-  else
-    tries = "try " + tries;
-  return "needs ~" + format_gb(need.total) + " (weights " + num(need.weights) + ", KV cache " +
-         num(need.kv_cache) + ", camera cache " + num(need.camera_cache) + ", activations " +
-         num(need.activations) + "), " + format_gb(available) + " available: " + tries;
+  return shortfall_line(need, available, tries);
+}
+
+int64_t longest_window(int64_t frames, const WindowedOptions& o) {
+  if (frames <= 0) return 0;
+  // plan_windows' first window: the scale block, then window_size - scale keyframe slots.
+  const int64_t ws = std::min<int64_t>(std::max(o.scale_frames, 1), frames);
+  const int64_t slots = std::max<int64_t>(o.window_size - ws, 0);
+  return std::min(ws + slots * std::max(o.keyframe_interval, 1), frames);
+}
+
+int64_t window_cached_frames(int64_t frames, const WindowedOptions& o) {
+  if (o.flow_threshold <= 0)
+    return stored_frames(longest_window(frames, o), window_stream_options(o));
+  const int64_t ws = std::min<int64_t>(std::max(o.scale_frames, 1), frames);
+  return std::min<int64_t>(frames, std::max<int64_t>(o.window_size, ws));
+}
+
+StreamOptions window_stream_options(const WindowedOptions& o) {
+  // As run_windowed starts its session.
+  return {.scale_frames = o.scale_frames,
+          .window = o.sliding_window,
+          .keyframe_interval = o.keyframe_interval,
+          .camera_iterations = o.camera_iterations,
+          .flow_threshold = o.flow_threshold,
+          .max_non_keyframe_gap = o.max_non_keyframe_gap,
+          .max_special_frames = o.max_special_frames};
+}
+
+MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute, int64_t height,
+                                        int64_t width, int64_t frames, const WindowedOptions& o) {
+  // The peak window is a streaming run of its cached frames, every one of them kept.
+  StreamOptions s = window_stream_options(o);
+  s.keyframe_interval = 1;
+  return estimate_memory(config, compute, height, width, window_cached_frames(frames, o), s);
+}
+
+std::string describe_windows(int64_t frames, const WindowedOptions& o) {
+  const std::string cached =
+      std::to_string(window_cached_frames(frames, o)) + " frames cached per window";
+  if (o.flow_threshold > 0) return ", windowed with adaptive keyframes: up to " + cached;
+  return ", windowed: " + std::to_string(plan_windows(frames, o).size()) + " windows of up to " +
+         std::to_string(longest_window(frames, o)) + " frames, " + cached;
+}
+
+std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
+                                       const ModelConfig& config, DType compute, int64_t height,
+                                       int64_t width, int64_t frames, const WindowedOptions& o) {
+  auto fits = [&](const WindowedOptions& w, int64_t h, int64_t wd) {
+    return estimate_windowed_memory(config, compute, h, wd, frames, w).total <= available;
+  };
+  std::string tries;
+  auto suggest = [&](const std::string& s) { tries += (tries.empty() ? "" : " or ") + s; };
+  for (int64_t n = std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1; n >= 1;
+       --n) {
+    WindowedOptions w = o;
+    w.window_size = static_cast<int>(n);
+    if (fits(w, height, width)) {
+      suggest("--window-size " + std::to_string(n));
+      break;
+    }
+  }
+  // The page pool is sized by the sliding window, whatever the window size.
+  for (int64_t n = o.sliding_window - 1; n >= 1; --n) {
+    WindowedOptions w = o;
+    w.sliding_window = static_cast<int>(n);
+    if (fits(w, height, width)) {
+      suggest("--window " + std::to_string(n));
+      break;
+    }
+  }
+  const int64_t p = config.patch;
+  for (int64_t w = width - p; w >= p; w -= p) {
+    const int64_t h = std::max(p, height * w / width / p * p);
+    if (fits(o, h, w)) {
+      suggest("--size " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
+              " input)");
+      break;
+    }
+  }
+  return shortfall_line(need, available, tries);
 }
 
 }  // namespace lingbot

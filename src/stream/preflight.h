@@ -1,4 +1,4 @@
-// Memory preflight: what a streaming run will hold at its peak, computed from shapes alone (no
+// Memory preflight: what a streaming (or windowed) run will hold at its peak, computed from shapes alone (no
 // weights, no device), so a long run can be refused before it starts instead of failing with an
 // allocation error hundreds of frames in.
 #pragma once
@@ -9,6 +9,7 @@
 
 #include "lingbot/engine.h"
 #include "model/config.h"
+#include "stream/windowed.h"
 
 namespace lingbot {
 
@@ -37,6 +38,29 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
 std::string explain_shortfall(const MemoryEstimate& need, size_t available,
                               const ModelConfig& config, DType compute, int64_t height,
                               int64_t width, int64_t frames, const StreamOptions& stream);
+
+// Windowed mode resets the session before every window, so the caches never hold more than one
+// window: the peak is that of the longest window, however long the sequence, and the special
+// stream only holds what one window evicts past the sliding window. The functions below take
+// the options run_windowed gets.
+
+// Frames of the longest window plan_windows makes (the first one), fixed-interval schedule.
+int64_t longest_window(int64_t frames, const WindowedOptions& options);
+// The most frames one window keeps in the caches (scale frames and keyframes); with a flow
+// threshold windows follow the motion but still close at window_size cached frames.
+int64_t window_cached_frames(int64_t frames, const WindowedOptions& options);
+// The options each window is streamed with.
+StreamOptions window_stream_options(const WindowedOptions& options);
+// ", windowed: 4 windows of up to 64 frames, 64 frames cached per window", for --dry-run.
+std::string describe_windows(int64_t frames, const WindowedOptions& options);
+MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute, int64_t height,
+                                        int64_t width, int64_t frames,
+                                        const WindowedOptions& options);
+// As explain_shortfall, with the knobs of windowed mode: window size, sliding window, input width.
+std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
+                                       const ModelConfig& config, DType compute, int64_t height,
+                                       int64_t width, int64_t frames,
+                                       const WindowedOptions& options);
 
 // "12.5 GB", or "57 MB" below 1 GB (decimal units, as the benchmark reports device memory).
 std::string format_gb(size_t bytes);
