@@ -4,6 +4,10 @@
 #include <string>
 
 #include "commands.h"
+#include "backend/ops.h"
+#include "lingbot/error.h"
+#include "model/model.h"
+#include "model/weight_loader.h"
 #include "weights/checkpoint.h"
 #include "weights/safetensors.h"
 
@@ -11,13 +15,28 @@ namespace lingbot::cli {
 namespace {
 
 struct ConvertOptions {
-  std::string in, out, dtype;
+  std::string in, out, dtype, arch = "lingbot-map";
 };
+
+// synthetic:SEED as a checkpoint: build the model once on the CPU and keep what it asked for.
+TensorMap synthetic_checkpoint(const std::string& spec, const std::string& arch) {
+  const std::string seed = spec.substr(spec.find(':') + 1);
+  LINGBOT_CHECK(!seed.empty() && seed.size() <= 19 &&
+                    seed.find_first_not_of("0123456789") == std::string::npos,
+                "synthetic weights need a numeric seed, e.g. synthetic:1");
+  auto cpu = make_cpu_backend();
+  WeightLoader loader(std::stoull(seed), *cpu);
+  TensorMap tensors;
+  loader.record_into(&tensors);
+  Model model(*cpu, loader, ModelConfig::preset(arch));
+  return tensors;
+}
 
 int run_convert(const ConvertOptions& o) {
   static const std::map<std::string, DType> kTypes = {
       {"bf16", DType::BF16}, {"f32", DType::F32}, {"f16", DType::F16}};
-  TensorMap tensors = load_checkpoint(o.in);
+  TensorMap tensors = o.in.rfind("synthetic:", 0) == 0 ? synthetic_checkpoint(o.in, o.arch)
+                                                       : load_checkpoint(o.in);
   if (!o.dtype.empty()) {
     const DType want = kTypes.at(o.dtype);
     for (auto& [name, t] : tensors) {
@@ -42,7 +61,9 @@ void add_convert(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* sub = app.add_subcommand(
       "convert", "Rewrite a checkpoint (.pt or .safetensors) as safetensors, optionally in bf16");
-  sub->add_option("input", o->in, "checkpoint (.pt, .pth or .safetensors)")->required();
+  sub->add_option("input", o->in, "checkpoint (.pt, .pth or .safetensors) or synthetic:SEED")
+      ->required();
+  sub->add_option("--arch", o->arch, "architecture of synthetic weights")->capture_default_str();
   sub->add_option("output", o->out, "safetensors file to write")->required();
   sub->add_option("--dtype", o->dtype, "store floating-point tensors as this type")
       ->check(CLI::IsMember({"bf16", "f32", "f16"}));

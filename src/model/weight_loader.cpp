@@ -14,7 +14,11 @@ WeightLoader::WeightLoader(uint64_t seed, Backend& backend)
 Tensor WeightLoader::get_host(const std::string& name, const Shape& shape) {
   used_.insert(name);
   parameters_ += static_cast<size_t>(shape_numel(shape));
-  if (seed_) return synthetic_tensor(*seed_, name, shape);
+  if (seed_) {
+    Tensor t = synthetic_tensor(*seed_, name, shape);
+    if (record_) (*record_)[name] = t;
+    return t;
+  }
   auto it = tensors_->find(name);
   if (it == tensors_->end()) throw Error(source_ + ": missing tensor " + name);
   const Tensor& t = it->second;

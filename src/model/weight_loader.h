@@ -30,6 +30,10 @@ class WeightLoader {
   // Throws if the checkpoint has keys nobody requested or ignored.
   void finish() const;
 
+  // Keeps a host copy of every tensor handed out under its key (to write synthetic weights as a
+  // checkpoint).
+  void record_into(TensorMap* out) { record_ = out; }
+
   Backend& backend() { return backend_; }
   size_t parameters() const { return parameters_; }
 
@@ -40,6 +44,7 @@ class WeightLoader {
   std::string source_;
   std::set<std::string> used_;
   size_t parameters_ = 0;
+  TensorMap* record_ = nullptr;
 };
 
 }  // namespace lingbot

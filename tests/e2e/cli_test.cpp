@@ -72,6 +72,21 @@ TEST_F(Cli, RunWritesPredictionsMatchingTheReference) {
   EXPECT_EQ(last["special_tokens"], 16 * 6);
 }
 
+// `convert synthetic:SEED` writes exactly the tensors the model asks for: the fixture model's
+// keys (less the training-only mask token), with the synthetic values.
+TEST_F(Cli, ConvertWritesSyntheticWeightsAsACheckpoint) {
+  Result r = cli("convert synthetic:1 --arch tiny " + path("synthetic.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto got = read_safetensors(path("synthetic.safetensors")).tensors;
+  for (auto& [name, want] : tiny_) {
+    if (name == "aggregator.patch_embed.mask_token") continue;
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(test::compare(got.at(name), want).max_abs_err, 0.0) << name;
+  }
+  EXPECT_EQ(got.size(), tiny_.size() - 1);
+  test::expect_clean_cli_failure("convert synthetic:x " + path("bad.safetensors"), "numeric seed");
+}
+
 TEST_F(Cli, WindowedRunMatchesTheReference) {
   Result r = cli("run --model synthetic:1 --arch tiny --input " + frames() +
                  " --preprocess none --scale-frames 4 --mode windowed --window-size 8 --overlap 4"
