@@ -16,9 +16,11 @@ namespace lingbot::cli {
 namespace {
 
 struct DemoArgs {
-  EngineOptions engine{.model = "synthetic:1", .arch = "tiny"};
+  EngineOptions engine{.model = "synthetic:1",
+                       .arch = ""};  // "": tiny on the CPU, released on a GPU
   StreamOptions stream{.scale_frames = 4, .window = 16};
   int frames = 24, width = 140, height = 112;
+  int64_t max_special_frames = -1;  // -1: auto (64 beyond 320 frames, else all)
   std::string out = "lingbot-demo";
   bool quiet = false;
   ExportArgs exports{.formats = "all"};
@@ -32,7 +34,8 @@ ImageU8 render_frame(int index, int width, int height) {
   for (int v = 0; v < height; ++v)
     for (int u = 0; u < width; ++u) {
       const double rx = (u + 0.5 - width / 2.0) / f, ry = (v + 0.5 - height / 2.0) / f;
-      const double dx = std::cos(yaw) * rx + std::sin(yaw), dy = ry, dz = -std::sin(yaw) * rx + std::cos(yaw);
+      const double dx = std::cos(yaw) * rx + std::sin(yaw), dy = ry,
+                   dz = -std::sin(yaw) * rx + std::cos(yaw);
       double hit = 1e9, a = 0, b = 0;
       int surface = 0;
       if (dz > 1e-6) {  // wall at z = 6
@@ -48,7 +51,8 @@ ImageU8 render_frame(int index, int width, int height) {
         px[0] = 170, px[1] = 200, px[2] = 235;
         continue;
       }
-      const bool check = (static_cast<int>(std::floor(a * 2)) + static_cast<int>(std::floor(b * 2))) & 1;
+      const bool check =
+          (static_cast<int>(std::floor(a * 2)) + static_cast<int>(std::floor(b * 2))) & 1;
       const double shade = std::exp(-0.05 * hit);
       const double r = surface == 1 ? 0.55 + 0.4 * std::sin(a * 1.3) : 0.45;
       const double g = surface == 1 ? 0.45 + 0.4 * std::cos(b * 1.7) : 0.6;
@@ -65,12 +69,14 @@ Tensor to_tensor(const ImageU8& img) {
   Tensor t = Tensor::zeros({3, img.height, img.width});
   const int64_t plane = static_cast<int64_t>(img.width) * img.height;
   for (int64_t i = 0; i < plane; ++i)
-    for (int c = 0; c < 3; ++c) t.f32()[c * plane + i] = static_cast<float>(img.rgb[i * 3 + c]) / 255.0f;
+    for (int c = 0; c < 3; ++c)
+      t.f32()[c * plane + i] = static_cast<float>(img.rgb[i * 3 + c]) / 255.0f;
   return t;
 }
 
 int demo(const DemoArgs& a) {
-  LINGBOT_CHECK(a.width % 14 == 0 && a.height % 14 == 0, "--width and --height must be multiples of 14");
+  LINGBOT_CHECK(a.width % 14 == 0 && a.height % 14 == 0,
+                "--width and --height must be multiples of 14");
   LINGBOT_CHECK(a.frames >= 1, "--frames must be at least 1");
   // Exported frames are named like the rendered ones in frames/.
   const FrameNamer frame_name = [](int64_t i) {
@@ -83,7 +89,9 @@ int demo(const DemoArgs& a) {
   std::error_code ec;
   std::filesystem::create_directories(frames_dir, ec);
   if (ec) throw Error("cannot create " + frames_dir + ": " + ec.message());
-  auto engine = Engine::create(a.engine);
+  EngineOptions eo = a.engine;
+  if (eo.arch.empty()) eo.arch = eo.device == "cuda" ? "lingbot-map" : "tiny";
+  auto engine = Engine::create(eo);
   int next = 0;
   FrameSource source = [&]() -> std::optional<Tensor> {
     if (next == a.frames) return std::nullopt;
@@ -93,6 +101,11 @@ int demo(const DemoArgs& a) {
   };
   StreamOptions stream = a.stream;
   stream.keyframe_interval = auto_keyframe_interval(a.frames);  // as `run` does by default
+  // A long demo caps the special-token stream so that its frame time stays flat (the bounded-
+  // memory mode; `run` keeps every frame's specials, as the reference, unless asked).
+  stream.max_special_frames = a.max_special_frames >= 0 ? a.max_special_frames
+                              : a.frames > 320          ? 64
+                                                        : 0;
   RunSummary s = run_stream(*engine, stream, source, outputs);
   std::printf(
       "demo: %lld frames (%dx%d) in %.1f s, %.2f frames/s on %s\n"
@@ -101,6 +114,11 @@ int demo(const DemoArgs& a) {
       "With a real checkpoint: lingbot-map run --model lingbot-map.pt --input FRAMES --out DIR\n",
       static_cast<long long>(s.frames), a.width, a.height, s.seconds, s.frames / s.seconds,
       engine->info().backend.c_str(), frames_dir.c_str(), a.out.c_str());
+  if (stream.keyframe_interval > 1 || stream.max_special_frames > 0)
+    std::printf(
+        "  long sequence: keyframe interval %d, special tokens of the last %lld evicted "
+        "frames attended (--max-special-frames)\n",
+        stream.keyframe_interval, static_cast<long long>(stream.max_special_frames));
   if (!outputs.exports.formats.empty())
     std::printf("  exports:       %s/ (%s)\n", a.out.c_str(),
                 join(outputs.exports.formats).c_str());
@@ -111,14 +129,19 @@ int demo(const DemoArgs& a) {
 
 void add_demo(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
-  CLI::App* sub = app.add_subcommand("demo", "Run the whole pipeline on a rendered video with synthetic weights");
+  CLI::App* sub = app.add_subcommand(
+      "demo", "Run the whole pipeline on a rendered video with synthetic weights");
   sub->add_option("--frames", a->frames, "video length")->capture_default_str();
   sub->add_option("--width", a->width, "frame width (multiple of 14)")->capture_default_str();
   sub->add_option("--height", a->height, "frame height (multiple of 14)")->capture_default_str();
   sub->add_option("--out", a->out, "output folder")->capture_default_str();
   sub->add_option("--model", a->engine.model, "weights")->capture_default_str();
-  sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
+  sub->add_option("--arch", a->engine.arch,
+                  "architecture (default: tiny on the CPU, lingbot-map on a GPU)");
   sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--max-special-frames", a->max_special_frames,
+                  "special tokens of only this many evicted frames (0 = all; default: 64 beyond "
+                  "320 frames, else all)");
   sub->add_flag("--quiet", a->quiet, "no per-frame progress");
   add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return demo(*a); }});
