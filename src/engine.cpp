@@ -1,8 +1,9 @@
 // Engine: picks the backend, reads the weights, builds the model; sessions share it.
+#include "lingbot/engine.h"
+
 #include <memory>
 
 #include "backend/ops.h"
-#include "lingbot/engine.h"
 #include "lingbot/error.h"
 #include "model/model.h"
 #include "stream/session.h"

@@ -1,10 +1,10 @@
 #include "lingbot/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-
-#include <sys/mman.h>
 
 #include "lingbot/error.h"
 
@@ -13,31 +13,45 @@ namespace lingbot {
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::F64:
-    case DType::I64: return 8;
+    case DType::I64:
+      return 8;
     case DType::F32:
-    case DType::I32: return 4;
+    case DType::I32:
+      return 4;
     case DType::F16:
     case DType::BF16:
-    case DType::I16: return 2;
+    case DType::I16:
+      return 2;
     case DType::I8:
     case DType::U8:
-    case DType::Bool: return 1;
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::F64: return "F64";
-    case DType::I64: return "I64";
-    case DType::I32: return "I32";
-    case DType::I16: return "I16";
-    case DType::I8: return "I8";
-    case DType::U8: return "U8";
-    case DType::Bool: return "BOOL";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F64:
+      return "F64";
+    case DType::I64:
+      return "I64";
+    case DType::I32:
+      return "I32";
+    case DType::I16:
+      return "I16";
+    case DType::I8:
+      return "I8";
+    case DType::U8:
+      return "U8";
+    case DType::Bool:
+      return "BOOL";
   }
   return "?";
 }
@@ -63,7 +77,8 @@ Tensor Tensor::zeros(Shape shape, DType dtype) {
     // Large blocks come zeroed from the kernel and cost memory only once touched: a KV-cache
     // pool sized for a full window takes RAM only as frames fill it.
     p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    if (p == MAP_FAILED)
+      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
     t.owner_ = std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
   } else {
     // 64-byte alignment keeps SIMD loads and BLAS happy.
@@ -133,32 +148,61 @@ Tensor Tensor::operator[](int64_t i) const {
 namespace {
 double load_as_double(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::F64: return static_cast<const double*>(p)[i];
-    case DType::I64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::I32: return static_cast<const int32_t*>(p)[i];
-    case DType::I16: return static_cast<const int16_t*>(p)[i];
-    case DType::I8: return static_cast<const int8_t*>(p)[i];
+    case DType::F32:
+      return static_cast<const float*>(p)[i];
+    case DType::F16:
+      return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::BF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F64:
+      return static_cast<const double*>(p)[i];
+    case DType::I64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::I32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::I16:
+      return static_cast<const int16_t*>(p)[i];
+    case DType::I8:
+      return static_cast<const int8_t*>(p)[i];
     case DType::U8:
-    case DType::Bool: return static_cast<const uint8_t*>(p)[i];
+    case DType::Bool:
+      return static_cast<const uint8_t*>(p)[i];
   }
   return 0;
 }
 
 void store_from_double(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::F32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::F16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); break;
-    case DType::BF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); break;
-    case DType::F64: static_cast<double*>(p)[i] = v; break;
-    case DType::I64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::I32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::I16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
-    case DType::I8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
-    case DType::U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-    case DType::Bool: static_cast<uint8_t*>(p)[i] = v != 0; break;
+    case DType::F32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::F16:
+      static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v));
+      break;
+    case DType::BF16:
+      static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v));
+      break;
+    case DType::F64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::I64:
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::I32:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::I16:
+      static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
+      break;
+    case DType::I8:
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::U8:
+      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::Bool:
+      static_cast<uint8_t*>(p)[i] = v != 0;
+      break;
   }
 }
 }  // namespace
@@ -170,7 +214,8 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) {
     std::memcpy(out.data_, data_, nbytes());
   } else {
-    for (int64_t i = 0; i < n; ++i) store_from_double(out.data_, dtype, i, load_as_double(data_, dtype_, i));
+    for (int64_t i = 0; i < n; ++i)
+      store_from_double(out.data_, dtype, i, load_as_double(data_, dtype_, i));
   }
   return out;
 }
@@ -220,8 +265,8 @@ uint16_t f32_to_f16(float f) {
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (a < 0x38800000u) {                                                 // subnormal or zero
-    float m = std::fabs(f) * 16777216.0f;                                // 2^24
+  if (a < 0x38800000u) {                                               // subnormal or zero
+    float m = std::fabs(f) * 16777216.0f;                              // 2^24
     return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(m)));
   }
   uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);

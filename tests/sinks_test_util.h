@@ -258,8 +258,8 @@ inline Glb read_glb(const std::string& path) {
     g.bin = data.substr(at + 8, bin_len);
   }
   if (g.json["asset"]["version"] != "2.0") return g.error = "asset version", g;
-  const size_t buffer = g.json.contains("buffers") ? g.json["buffers"][0]["byteLength"].get<size_t>()
-                                                   : 0;
+  const size_t buffer =
+      g.json.contains("buffers") ? g.json["buffers"][0]["byteLength"].get<size_t>() : 0;
   if (buffer > g.bin.size() || g.bin.size() - buffer >= 4) return g.error = "buffer length", g;
   for (const auto& v : g.json.value("bufferViews", nlohmann::json::array()))
     if (v.value("byteOffset", size_t{0}) + v["byteLength"].get<size_t>() > buffer)

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,8 +35,8 @@ inline Agreement compare(const Tensor& got, const Tensor& want) {
   const int64_t n = std::min(g.numel(), w.numel());
   for (int64_t i = 0; i < n; ++i) {
     const double gv = g.f32()[i], wv = w.f32()[i];
-    const double err = std::isfinite(gv) && std::isfinite(wv) ? std::fabs(gv - wv)
-                       : (gv == wv ? 0.0 : INFINITY);
+    const double err =
+        std::isfinite(gv) && std::isfinite(wv) ? std::fabs(gv - wv) : (gv == wv ? 0.0 : INFINITY);
     a.max_abs_err = std::max(a.max_abs_err, err);
     a.max_abs_ref = std::max(a.max_abs_ref, std::fabs(wv));
   }

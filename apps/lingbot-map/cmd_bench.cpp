@@ -27,7 +27,8 @@ struct BenchArgs {
 };
 
 int bench(const BenchArgs& a) {
-  LINGBOT_CHECK(a.height % 14 == 0 && a.width % 14 == 0, "--height and --width must be multiples of 14");
+  LINGBOT_CHECK(a.height % 14 == 0 && a.width % 14 == 0,
+                "--height and --width must be multiples of 14");
   LINGBOT_CHECK(a.frames >= a.stream.scale_frames, "--frames must be at least --scale-frames");
   using clock = std::chrono::steady_clock;
   const auto t_load = clock::now();
@@ -73,7 +74,9 @@ int bench(const BenchArgs& a) {
   }
   const double total_s = std::chrono::duration<double>(clock::now() - t0).count();
   auto at = [&](double q) {
-    return frame_ms.empty() ? 0.0 : frame_ms[std::min(frame_ms.size() - 1, static_cast<size_t>(q * frame_ms.size()))];
+    return frame_ms.empty()
+               ? 0.0
+               : frame_ms[std::min(frame_ms.size() - 1, static_cast<size_t>(q * frame_ms.size()))];
   };
   double sum = 0;
   for (double ms : frame_ms) sum += ms;
@@ -81,27 +84,42 @@ int bench(const BenchArgs& a) {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const ModelInfo info = engine->info();
-  std::printf("model %s (%zu parameters) on %s, %dx%d, %d frames, scale %d, window %d, keyframe interval %d\n",
-              info.arch.c_str(), info.parameters, info.backend.c_str(), a.width, a.height, a.frames,
-              a.stream.scale_frames, a.stream.window, a.stream.keyframe_interval);
-  std::printf("load %.2f s | phase 1 (%d frames) %.1f ms | per frame at 10/50/90%%: %.1f / %.1f / %.1f ms\n",
-              load_s, a.stream.scale_frames, phase1_ms, at(0.1), at(0.5), at(0.9));
-  std::printf("streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB | peak device memory %.2f GB\n",
-              fps, total_s, ru.ru_maxrss / 1048576.0, peak_device / 1e9);
+  std::printf(
+      "model %s (%zu parameters) on %s, %dx%d, %d frames, scale %d, window %d, keyframe interval "
+      "%d\n",
+      info.arch.c_str(), info.parameters, info.backend.c_str(), a.width, a.height, a.frames,
+      a.stream.scale_frames, a.stream.window, a.stream.keyframe_interval);
+  std::printf(
+      "load %.2f s | phase 1 (%d frames) %.1f ms | per frame at 10/50/90%%: %.1f / %.1f / %.1f "
+      "ms\n",
+      load_s, a.stream.scale_frames, phase1_ms, at(0.1), at(0.5), at(0.9));
+  std::printf(
+      "streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB | peak device memory "
+      "%.2f GB\n",
+      fps, total_s, ru.ru_maxrss / 1048576.0, peak_device / 1e9);
   if (Profile::enabled() && !frame_ms.empty()) {
     std::printf("per phase-2 frame, synchronized stages (LINGBOT_PROFILE=1):\n");
     for (auto& [stage, ms] : Profile::totals_ms())
       std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms / frame_ms.size());
   }
   if (!a.json.empty()) {
-    nlohmann::ordered_json j = {{"arch", info.arch}, {"backend", info.backend}, {"height", a.height},
-                                {"width", a.width}, {"frames", a.frames},
-                                {"scale_frames", a.stream.scale_frames}, {"window", a.stream.window},
+    nlohmann::ordered_json j = {{"arch", info.arch},
+                                {"backend", info.backend},
+                                {"height", a.height},
+                                {"width", a.width},
+                                {"frames", a.frames},
+                                {"scale_frames", a.stream.scale_frames},
+                                {"window", a.stream.window},
                                 {"keyframe_interval", a.stream.keyframe_interval},
-                                {"camera_iterations", a.stream.camera_iterations}, {"load_s", load_s},
-                                {"phase1_ms", phase1_ms}, {"frame_ms_p10", at(0.1)},
-                                {"frame_ms_p50", at(0.5)}, {"frame_ms_p90", at(0.9)}, {"fps", fps},
-                                {"frame_ms", frame_ms}, {"peak_host_gb", ru.ru_maxrss / 1048576.0},
+                                {"camera_iterations", a.stream.camera_iterations},
+                                {"load_s", load_s},
+                                {"phase1_ms", phase1_ms},
+                                {"frame_ms_p10", at(0.1)},
+                                {"frame_ms_p50", at(0.5)},
+                                {"frame_ms_p90", at(0.9)},
+                                {"fps", fps},
+                                {"frame_ms", frame_ms},
+                                {"peak_host_gb", ru.ru_maxrss / 1048576.0},
                                 {"peak_device_gb", peak_device / 1e9}};
     std::ofstream(a.json) << j.dump(1) << "\n";
   }
@@ -112,7 +130,8 @@ int bench(const BenchArgs& a) {
 
 void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App* sub = app.add_subcommand("bench", "Measure streaming speed (synthetic weights, random frames)");
+  CLI::App* sub =
+      app.add_subcommand("bench", "Measure streaming speed (synthetic weights, random frames)");
   sub->add_option("--model", a->engine.model, "weights")->capture_default_str();
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
   sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
@@ -121,10 +140,13 @@ void add_bench(CLI::App& app) {
   sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
   sub->add_option("--height", a->height, "frame height")->capture_default_str();
   sub->add_option("--width", a->width, "frame width")->capture_default_str();
-  sub->add_option("--scale-frames", a->stream.scale_frames, "phase-1 frames")->capture_default_str();
+  sub->add_option("--scale-frames", a->stream.scale_frames, "phase-1 frames")
+      ->capture_default_str();
   sub->add_option("--window", a->stream.window, "sliding window")->capture_default_str();
-  sub->add_option("--keyframe-interval", a->stream.keyframe_interval, "keyframe interval")->capture_default_str();
-  sub->add_option("--camera-iterations", a->stream.camera_iterations, "camera iterations")->capture_default_str();
+  sub->add_option("--keyframe-interval", a->stream.keyframe_interval, "keyframe interval")
+      ->capture_default_str();
+  sub->add_option("--camera-iterations", a->stream.camera_iterations, "camera iterations")
+      ->capture_default_str();
   sub->add_option("--max-special-frames", a->stream.max_special_frames,
                   "keep the special tokens of only this many evicted frames (0 = all)")
       ->capture_default_str();

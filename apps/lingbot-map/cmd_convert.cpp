@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "commands.h"
 #include "backend/ops.h"
+#include "commands.h"
 #include "lingbot/error.h"
 #include "model/model.h"
 #include "model/weight_loader.h"
@@ -35,8 +35,8 @@ TensorMap synthetic_checkpoint(const std::string& spec, const std::string& arch)
 int run_convert(const ConvertOptions& o) {
   static const std::map<std::string, DType> kTypes = {
       {"bf16", DType::BF16}, {"f32", DType::F32}, {"f16", DType::F16}};
-  TensorMap tensors = o.in.rfind("synthetic:", 0) == 0 ? synthetic_checkpoint(o.in, o.arch)
-                                                       : load_checkpoint(o.in);
+  TensorMap tensors =
+      o.in.rfind("synthetic:", 0) == 0 ? synthetic_checkpoint(o.in, o.arch) : load_checkpoint(o.in);
   if (!o.dtype.empty()) {
     const DType want = kTypes.at(o.dtype);
     for (auto& [name, t] : tensors) {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -39,7 +39,7 @@ struct RunArgs {
   int window_size = 64, overlap = 16, overlap_keyframes = -1;
   bool no_preflight = false, dry_run = false;
   double memory_limit_gb = 0;  // > 0: the memory the run may use, instead of what is free
-  double fps = 10;  // video files, as the reference demo's default
+  double fps = 10;             // video files, as the reference demo's default
   int stride = 1;
   int64_t first_k = 0;
   bool realtime = false;
@@ -98,13 +98,21 @@ int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
     if (!a.quiet) std::fprintf(stderr, "%s\n", line);
   };
   WindowedResult r = run_windowed(engine, frames, frame_at, w, log);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  TensorMap t{{"pose_enc", r.pose_enc}, {"depth", r.depth}, {"depth_conf", r.depth_conf},
-              {"c2w", r.c2w}, {"w2c", r.w2c}, {"intrinsics", r.intrinsics},
-              {"frame_type", r.frame_type}, {"is_keyframe", r.is_keyframe},
-              {"chunk_scales", r.chunk_scales}, {"chunk_transforms", r.chunk_transforms}};
-  write_safetensors(a.out + "/predictions.safetensors", t,
-                    {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}, {"mode", "windowed"}});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TensorMap t{{"pose_enc", r.pose_enc},
+              {"depth", r.depth},
+              {"depth_conf", r.depth_conf},
+              {"c2w", r.c2w},
+              {"w2c", r.w2c},
+              {"intrinsics", r.intrinsics},
+              {"frame_type", r.frame_type},
+              {"is_keyframe", r.is_keyframe},
+              {"chunk_scales", r.chunk_scales},
+              {"chunk_transforms", r.chunk_transforms}};
+  write_safetensors(
+      a.out + "/predictions.safetensors", t,
+      {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}, {"mode", "windowed"}});
   if (!outputs.exports.formats.empty()) {
     ExportOptions exports = outputs.exports;
     if (exports.out_dir.empty()) exports.out_dir = a.out;
@@ -167,10 +175,10 @@ struct Preflight {
     return ", " + std::to_string(stored_frames(frames, stream)) + " frames cached";
   }
   std::string explain(size_t available) const {
-    return windowed ? explain_windowed_shortfall(need, available, config, compute, height, width,
-                                                 frames, *windowed)
-                    : explain_shortfall(need, available, config, compute, height, width, frames,
-                                        stream);
+    return windowed
+               ? explain_windowed_shortfall(need, available, config, compute, height, width, frames,
+                                            *windowed)
+               : explain_shortfall(need, available, config, compute, height, width, frames, stream);
   }
 };
 
@@ -198,18 +206,21 @@ int run(const RunArgs& a) {
   if (a.mode != "streaming" && a.mode != "windowed")
     throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
   const bool windowed = a.mode == "windowed";
-  InputOptions in{.fps = a.fps, .stride = a.stride, .first_k = a.first_k, .quiet = a.quiet,
+  InputOptions in{.fps = a.fps,
+                  .stride = a.stride,
+                  .first_k = a.first_k,
+                  .quiet = a.quiet,
                   .realtime = a.realtime};
   if (windowed) {
     // Windows step back over their overlap; keeping those frames avoids decoding a video again.
-    in.keep_recent = 1 + std::max<int64_t>({a.overlap, a.stream.scale_frames,
-                                            int64_t{a.overlap_keyframes} *
-                                                std::max(1, a.stream.keyframe_interval)});
+    in.keep_recent =
+        1 +
+        std::max<int64_t>({a.overlap, a.stream.scale_frames,
+                           int64_t{a.overlap_keyframes} * std::max(1, a.stream.keyframe_interval)});
     in.exact_count = true;  // the window plan needs the length
   }
-  auto input = open_input(a.input, in, [&](const ImageU8& img) {
-    return to_float01(preprocess(img, mode, a.size));
-  });
+  auto input = open_input(
+      a.input, in, [&](const ImageU8& img) { return to_float01(preprocess(img, mode, a.size)); });
   LINGBOT_CHECK(!(windowed && input->live()),
                 "--mode windowed needs a folder or a video file, not a live source");
   // Live sources have no length: the estimate covers the frames the caches keep for good.
@@ -222,8 +233,7 @@ int run(const RunArgs& a) {
   StreamOptions stream = a.stream;
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
-  if (stream.keyframe_interval == 0)
-    stream.keyframe_interval = auto_keyframe_interval(frames);
+  if (stream.keyframe_interval == 0) stream.keyframe_interval = auto_keyframe_interval(frames);
   auto frame_at = [&](int64_t i) -> Tensor {
     std::optional<Tensor> t = input->get(i);
     if (!t) throw Error(a.input + ": has no frame " + std::to_string(i));
@@ -236,8 +246,12 @@ int run(const RunArgs& a) {
   std::optional<Preflight> pre;
   if (a.dry_run || !a.no_preflight) {
     first = frame_at(0);
-    Preflight p{planned_config(a.engine), planned_compute(a.engine), first->dim(1),
-                first->dim(2), frames, stream};
+    Preflight p{planned_config(a.engine),
+                planned_compute(a.engine),
+                first->dim(1),
+                first->dim(2),
+                frames,
+                stream};
     if (windowed) p.windowed = windowed_options(a);
     p.estimate();
     pre = p;
@@ -290,31 +304,39 @@ int run(const RunArgs& a) {
 }  // namespace
 
 void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
-  sub->add_option("--model", e.model, "checkpoint (.safetensors/.pt) or synthetic:SEED")->required();
+  sub->add_option("--model", e.model, "checkpoint (.safetensors/.pt) or synthetic:SEED")
+      ->required();
   sub->add_option("--arch", e.arch, "lingbot-map or tiny (default: from the checkpoint)");
   sub->add_option("--device", e.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--threads", e.threads, "CPU threads (0 = all cores)");
   sub->add_option("--precision", e.precision, "auto, f32 or bf16")->capture_default_str();
   sub->add_option("--scale-frames", s.scale_frames, "frames of phase 1, kept forever")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   sub->add_option("--window", s.window, "sliding window of cached frames")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--keyframe-interval", s.keyframe_interval,
                   "cache every N-th frame (0 = auto: ceil(frames / 320) beyond 320 frames)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--camera-iterations", s.camera_iterations, "camera-head refinement steps")
-      ->capture_default_str()->check(CLI::Range(1, 64));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   sub->add_option("--flow-threshold", s.flow_threshold,
                   "adaptive keyframes: keep a frame when its reprojection motion since the last "
                   "keyframe exceeds this many pixels (0 = off, fixed interval)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-non-keyframe-gap", s.max_non_keyframe_gap,
                   "adaptive keyframes: force a keyframe after this many frames")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--max-special-frames", s.max_special_frames,
                   "bounded memory: attend to the special tokens of only the N most recently "
                   "evicted frames (0 = all, as the reference)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_run(CLI::App& app) {
@@ -342,10 +364,13 @@ void add_run(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--mode", a->mode, "streaming, or windowed (independent aligned windows)")
       ->capture_default_str();
-  sub->add_option("--window-size", a->window_size, "windowed: KV slots per window (scale + keyframes)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--window-size", a->window_size,
+                  "windowed: KV slots per window (scale + keyframes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--overlap", a->overlap, "windowed: frames shared by consecutive windows")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--overlap-keyframes", a->overlap_keyframes,
                   "windowed: overlap in keyframes (wins over --overlap)");
   sub->add_option("--size", a->size, "model input width for crop/pad")->capture_default_str();

@@ -33,7 +33,9 @@ class PredictionsWriter {
     conf_.insert(conf_.end(), r.confidence.begin(), r.confidence.end());
   }
   void write(const std::string& path) {
-    auto view = [](std::vector<float>& v, Shape s) { return Tensor::wrap(v.data(), s, DType::F32, nullptr); };
+    auto view = [](std::vector<float>& v, Shape s) {
+      return Tensor::wrap(v.data(), s, DType::F32, nullptr);
+    };
     TensorMap t;
     t["pose_enc"] = view(pose_, {frames_, 9});
     t["c2w"] = view(c2w_, {frames_, 3, 4});
@@ -171,12 +173,17 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
     ++summary.frames;
     if (stats.is_open()) {
       const CacheStats c = session->cache_stats();
-      nlohmann::ordered_json j = {{"frame", r.index},          {"keyframe", r.keyframe},
-                          {"stored_frames", c.stored_frames}, {"scale_pages", c.scale_pages},
-                          {"live_pages", c.live_pages}, {"free_pages", c.free_pages},
-                          {"special_tokens", c.special_tokens}, {"bytes", c.bytes},
-                          {"special_frames", c.special_frames}, {"special_bytes", c.special_bytes},
-                          {"camera_cache_bytes", c.camera_cache_bytes}};
+      nlohmann::ordered_json j = {{"frame", r.index},
+                                  {"keyframe", r.keyframe},
+                                  {"stored_frames", c.stored_frames},
+                                  {"scale_pages", c.scale_pages},
+                                  {"live_pages", c.live_pages},
+                                  {"free_pages", c.free_pages},
+                                  {"special_tokens", c.special_tokens},
+                                  {"bytes", c.bytes},
+                                  {"special_frames", c.special_frames},
+                                  {"special_bytes", c.special_bytes},
+                                  {"camera_cache_bytes", c.camera_cache_bytes}};
       stats << j.dump() << "\n";
       stats.flush();
     }

@@ -20,7 +20,8 @@ struct RunOutputs {
   std::string cache_stats_path;  // JSON lines, empty = none
   bool quiet = false;
   ExportOptions exports;
-  int64_t total_frames = 0;  // for the progress bar's ETA; 0 = unknown  // written per frame as results arrive; out_dir empty = out_dir above
+  int64_t total_frames = 0;  // for the progress bar's ETA; 0 = unknown  // written per frame as
+                             // results arrive; out_dir empty = out_dir above
   std::function<double(int64_t)> timestamp;  // TUM seconds of frame i; empty = the index
   std::function<int64_t()> dropped;          // live sources: frames dropped so far
 };

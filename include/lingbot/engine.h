@@ -22,13 +22,13 @@
 namespace lingbot {
 
 struct EngineOptions {
-  std::string model;         // checkpoint path (.safetensors, .pt) or "synthetic:SEED"
-  std::string arch;          // "lingbot-map", "tiny", or empty: inferred from the checkpoint
+  std::string model;           // checkpoint path (.safetensors, .pt) or "synthetic:SEED"
+  std::string arch;            // "lingbot-map", "tiny", or empty: inferred from the checkpoint
   std::string device = "cpu";  // "cpu" or "cuda"
   // Transformer math: "f32", "bf16" (fp32 accumulation; heads stay f32), or "auto": bf16 on
   // the GPU, f32 on the CPU.
   std::string precision = "auto";
-  int threads = 0;           // CPU threads, 0 = all cores
+  int threads = 0;  // CPU threads, 0 = all cores
 };
 
 struct StreamOptions {
@@ -62,12 +62,12 @@ struct FrameResult {
 
 struct CacheStats {  // one global layer (all hold the same pages) after the last frame
   int64_t stored_frames = 0, scale_pages = 0, live_pages = 0, free_pages = 0, special_tokens = 0;
-  size_t bytes = 0;           // K/V bytes in use, this layer
-  size_t bytes_reserved = 0;  // K/V bytes allocated, this layer
-  int64_t layers = 0;         // global layers, each holding as much
-  int64_t special_frames = 0;         // evicted frames whose specials are still attended to
-  size_t special_bytes = 0;           // part of `bytes`: the evicted frames' specials
-  size_t special_bytes_reserved = 0;  // part of `bytes_reserved`
+  size_t bytes = 0;                        // K/V bytes in use, this layer
+  size_t bytes_reserved = 0;               // K/V bytes allocated, this layer
+  int64_t layers = 0;                      // global layers, each holding as much
+  int64_t special_frames = 0;              // evicted frames whose specials are still attended to
+  size_t special_bytes = 0;                // part of `bytes`: the evicted frames' specials
+  size_t special_bytes_reserved = 0;       // part of `bytes_reserved`
   size_t camera_cache_bytes = 0;           // camera head K/V in use, all its slots
   size_t camera_cache_bytes_reserved = 0;  // camera head K/V allocated, all its slots
 };

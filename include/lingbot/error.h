@@ -12,8 +12,8 @@ class Error : public std::runtime_error {
 };
 
 // Checks an invariant that bad input can break; throws Error with the message.
-#define LINGBOT_CHECK(cond, msg)                         \
-  do {                                                   \
+#define LINGBOT_CHECK(cond, msg)                           \
+  do {                                                     \
     if (!(cond)) throw ::lingbot::Error(std::string(msg)); \
   } while (0)
 

@@ -16,8 +16,8 @@ namespace lingbot {
 enum class Act : uint8_t { None, GELU, ReLU, SiLU, Exp, ExpP1 };
 
 // One contiguous run of cached tokens: K and V rows laid out [tokens][heads][head_dim] in the
-// dtype of the queries that attend to them (the cache's storage dtype). Attention reads a list of these (pages, the special stream, the
-// current frame) and never gathers them into one copy.
+// dtype of the queries that attend to them (the cache's storage dtype). Attention reads a list of
+// these (pages, the special stream, the current frame) and never gathers them into one copy.
 struct KVSegment {
   const void* k = nullptr;
   const void* v = nullptr;
@@ -53,7 +53,7 @@ class Backend {
   // Memory. alloc returns uninitialised memory; upload/download convert host <-> device.
   virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
   virtual Tensor upload(const Tensor& host, DType dtype) = 0;
-  virtual Tensor download(const Tensor& t) = 0;  // host F32
+  virtual Tensor download(const Tensor& t) = 0;           // host F32
   virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same numel; converts dtype
   virtual void fill(Tensor& t, float value) = 0;
   virtual void synchronize() {}

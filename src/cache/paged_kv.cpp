@@ -17,8 +17,10 @@ PagedKVCache::PagedKVCache(Backend& backend, const KVCacheConfig& config)
   LINGBOT_CHECK(cfg_.max_special_frames >= 0, "KV cache: the special-frame cap must be >= 0");
   const int64_t pages = pool_pages(cfg_);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
-    k_pool_.push_back(backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
-    v_pool_.push_back(backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
+    k_pool_.push_back(
+        backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
+    v_pool_.push_back(
+        backend_.alloc({pages, cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}, cfg_.dtype));
     const int64_t per_frame = cfg_.camera_only ? 1 : cfg_.special_tokens;
     streams_.emplace_back(backend_, cfg_.heads, cfg_.head_dim, cfg_.dtype,
                           per_frame * cfg_.stream_chunk_frames);
@@ -39,7 +41,8 @@ void PagedKVCache::reset() {
 }
 
 size_t PagedKVCache::page_bytes() const {
-  return static_cast<size_t>(cfg_.tokens_per_frame * cfg_.heads * cfg_.head_dim) * dtype_size(cfg_.dtype);
+  return static_cast<size_t>(cfg_.tokens_per_frame * cfg_.heads * cfg_.head_dim) *
+         dtype_size(cfg_.dtype);
 }
 
 void* PagedKVCache::page_ptr(const Tensor& pool, int32_t page) const {
@@ -47,10 +50,12 @@ void* PagedKVCache::page_ptr(const Tensor& pool, int32_t page) const {
 }
 
 void PagedKVCache::append(int64_t frames, bool defer_eviction) {
-  LINGBOT_CHECK(pending_.empty(), "KV cache: append before the previous step was committed or rolled back");
+  LINGBOT_CHECK(pending_.empty(),
+                "KV cache: append before the previous step was committed or rolled back");
   LINGBOT_CHECK(frames >= 1 && frames <= static_cast<int64_t>(free_.size()),
-                "KV cache: a step of " + std::to_string(frames) + " frames does not fit the pool of " +
-                    std::to_string(pool_pages(cfg_)) + " pages (scale frames + window + 1)");
+                "KV cache: a step of " + std::to_string(frames) +
+                    " frames does not fit the pool of " + std::to_string(pool_pages(cfg_)) +
+                    " pages (scale frames + window + 1)");
   const int64_t scale_cap = cfg_.include_scale_frames ? cfg_.scale_frames : 0;
   for (int64_t i = 0; i < frames; ++i) {
     const int32_t page = free_.back();
@@ -87,7 +92,8 @@ void PagedKVCache::store(int64_t layer, int64_t index, const Tensor& k, const Te
                 "KV cache: a frame's K/V must be [tokens_per_frame, heads, head_dim], got " +
                     shape_str(k.shape()));
   const int32_t page = pending_[index].page;
-  backend_.store_kv(k, v, page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page), cfg_.dtype);
+  backend_.store_kv(k, v, page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page),
+                    cfg_.dtype);
 }
 
 void PagedKVCache::commit() {
@@ -103,7 +109,8 @@ void PagedKVCache::rollback_last_frame() {
   LINGBOT_CHECK(!pending_.empty(), "KV cache: rollback without a pending step");
   // Undo in reverse order of append; eviction never ran for a deferred step, so the pages of
   // the step are the newest of their deques.
-  LINGBOT_CHECK(deferred_, "KV cache: only a step appended with deferred eviction can be rolled back");
+  LINGBOT_CHECK(deferred_,
+                "KV cache: only a step appended with deferred eviction can be rolled back");
   for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
     auto& dq = it->to_scale ? scale_ : live_;
     dq.pop_back();
@@ -136,8 +143,8 @@ KVCacheStats PagedKVCache::stats() const {
   s.special_tokens = (s.scale_pages + s.live_pages) * cfg_.special_tokens + streams_[0].rows();
   s.bytes_in_use = static_cast<size_t>(s.scale_pages + s.live_pages) * page_bytes() * 2 +
                    streams_[0].bytes_in_use();
-  s.bytes_reserved = static_cast<size_t>(pool_pages(cfg_)) * page_bytes() * 2 +
-                     streams_[0].bytes_reserved();
+  s.bytes_reserved =
+      static_cast<size_t>(pool_pages(cfg_)) * page_bytes() * 2 + streams_[0].bytes_reserved();
   s.stream_bytes_in_use = streams_[0].bytes_in_use();
   s.stream_bytes_reserved = streams_[0].bytes_reserved();
   s.stream_frames = streams_[0].rows() / (cfg_.camera_only ? 1 : cfg_.special_tokens);
@@ -147,7 +154,8 @@ KVCacheStats PagedKVCache::stats() const {
 size_t PagedKVCache::bytes_for(const KVCacheConfig& c, int64_t frames) {
   const size_t row = static_cast<size_t>(c.heads * c.head_dim) * dtype_size(c.dtype) * 2;  // K+V
   const size_t pool = static_cast<size_t>(pool_pages(c) * c.tokens_per_frame) * row;
-  const int64_t resident = std::min<int64_t>(frames, (c.include_scale_frames ? c.scale_frames : 0) + c.window);
+  const int64_t resident =
+      std::min<int64_t>(frames, (c.include_scale_frames ? c.scale_frames : 0) + c.window);
   const int64_t evicted = c.cross_frame_special ? frames - resident : 0;
   const int64_t per_frame = c.camera_only ? 1 : c.special_tokens;
   const int64_t chunk = per_frame * c.stream_chunk_frames;

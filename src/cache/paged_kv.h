@@ -34,25 +34,25 @@ struct KVCacheConfig {
   int64_t special_tokens = 6;    // camera, 4 registers, scale
   int64_t scale_frames = 8;
   int64_t window = 64;
-  bool cross_frame_special = true;   // keep evicted frames' specials visible
-  bool camera_only = false;          // ... but only their camera token
-  bool include_scale_frames = true;  // false: scale frames are evicted like the rest
-  DType dtype = DType::F32;          // storage; the backend chooses (F32 CPU, BF16 GPU)
-  int64_t stream_chunk_frames = 256; // special-stream growth step
-  int64_t max_special_frames = 0;    // > 0: the stream keeps only this many newest evicted frames
+  bool cross_frame_special = true;    // keep evicted frames' specials visible
+  bool camera_only = false;           // ... but only their camera token
+  bool include_scale_frames = true;   // false: scale frames are evicted like the rest
+  DType dtype = DType::F32;           // storage; the backend chooses (F32 CPU, BF16 GPU)
+  int64_t stream_chunk_frames = 256;  // special-stream growth step
+  int64_t max_special_frames = 0;     // > 0: the stream keeps only this many newest evicted frames
 };
 
 // Counters of one layer (all layers hold the same pages), for --cache-stats and tests.
 struct KVCacheStats {
-  int64_t stored_frames = 0;   // committed frames = 3D RoPE time index of the next frame
+  int64_t stored_frames = 0;  // committed frames = 3D RoPE time index of the next frame
   int64_t scale_pages = 0;
-  int64_t live_pages = 0;      // window pages, pending frames included
+  int64_t live_pages = 0;  // window pages, pending frames included
   int64_t free_pages = 0;
   int64_t special_tokens = 0;  // special tokens attention sees (resident frames + stream)
   size_t bytes_in_use = 0;     // K+V bytes of pages and stream rows in use, one layer
   size_t bytes_reserved = 0;   // K+V bytes allocated, one layer
   size_t stream_bytes_in_use = 0, stream_bytes_reserved = 0;  // the special stream's part
-  int64_t stream_frames = 0;   // evicted frames whose specials the stream holds
+  int64_t stream_frames = 0;  // evicted frames whose specials the stream holds
 };
 
 class PagedKVCache {

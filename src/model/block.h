@@ -13,17 +13,17 @@
 namespace lingbot {
 
 struct BlockWeights {
-  Tensor norm1_w, norm1_b;  // {prefix}.norm1.{weight,bias}
-  Tensor qkv_w, qkv_b;      // {prefix}.attn.qkv.{weight,bias}  [3C, C]
+  Tensor norm1_w, norm1_b;                        // {prefix}.norm1.{weight,bias}
+  Tensor qkv_w, qkv_b;                            // {prefix}.attn.qkv.{weight,bias}  [3C, C]
   Tensor q_norm_w, q_norm_b, k_norm_w, k_norm_b;  // {prefix}.attn.{q,k}_norm.* [head_dim], optional
-  Tensor proj_w, proj_b;    // {prefix}.attn.proj.{weight,bias}
-  Tensor ls1;               // {prefix}.ls1.gamma
-  Tensor norm2_w, norm2_b;  // {prefix}.norm2.{weight,bias}
-  Tensor fc1_w, fc1_b;      // {prefix}.mlp.fc1.{weight,bias}
-  Tensor fc2_w, fc2_b;      // {prefix}.mlp.fc2.{weight,bias}
-  Tensor ls2;               // {prefix}.ls2.gamma
+  Tensor proj_w, proj_b;                          // {prefix}.attn.proj.{weight,bias}
+  Tensor ls1;                                     // {prefix}.ls1.gamma
+  Tensor norm2_w, norm2_b;                        // {prefix}.norm2.{weight,bias}
+  Tensor fc1_w, fc1_b;                            // {prefix}.mlp.fc1.{weight,bias}
+  Tensor fc2_w, fc2_b;                            // {prefix}.mlp.fc2.{weight,bias}
+  Tensor ls2;                                     // {prefix}.ls2.gamma
   bool qk_norm = false;
-  float eps = 1e-5f;        // norm1/norm2 (DINO: 1e-6); qk-norm is always 1e-5
+  float eps = 1e-5f;  // norm1/norm2 (DINO: 1e-6); qk-norm is always 1e-5
 
   void load(WeightLoader& w, const std::string& prefix, int64_t dim, int64_t hidden,
             int64_t head_dim, bool with_qk_norm, float norm_eps, DType matrix_dtype);
@@ -38,7 +38,8 @@ struct BlockBuffers {
 };
 
 // attend(q, k, v, out): q/k/v/out [M, H, D]; decides which keys each query reads.
-using AttendFn = std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out)>;
+using AttendFn =
+    std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out)>;
 
 void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend);

@@ -11,19 +11,19 @@ namespace lingbot {
 
 struct ModelConfig {
   std::string arch = "lingbot-map";
-  int64_t dim = 1024;         // aggregator and DINO width C
-  int64_t heads = 16;         // aggregator and DINO heads (head_dim = dim / heads = 64)
-  int64_t depth = 24;         // frame/global block pairs
+  int64_t dim = 1024;  // aggregator and DINO width C
+  int64_t heads = 16;  // aggregator and DINO heads (head_dim = dim / heads = 64)
+  int64_t depth = 24;  // frame/global block pairs
   int64_t dino_depth = 24;
   int64_t mlp_ratio = 4;
-  int64_t registers = 4;      // DINO register tokens; the aggregator has 4 as well
+  int64_t registers = 4;  // DINO register tokens; the aggregator has 4 as well
   int64_t patch = 14;
   int64_t pos_grid = 37;      // learned DINO position grid (img_size 518 / 14)
   int64_t camera_heads = 16;  // camera head width is 2C
   int64_t dpt_features = 256;
   std::array<int64_t, 4> dpt_out = {256, 512, 1024, 1024};
   std::array<int64_t, 4> selected = {4, 11, 17, 23};  // emitted block pairs
-  float rope_freq = 100.f;                             // 2D RoPE base (frame blocks)
+  float rope_freq = 100.f;                            // 2D RoPE base (frame blocks)
   // Dtype of the transformer matrices, GEMM outputs, attention and the KV cache. The residual
   // streams, norms and both heads stay F32 (as the reference under autocast).
   DType compute = DType::F32;

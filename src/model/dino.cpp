@@ -82,9 +82,11 @@ void DinoTrunk::load(WeightLoader& w, const ModelConfig& cfg) {
   std::copy_n(cls.f32(), c, prefix.f32());
   std::copy_n(reg.f32(), r * c, prefix.f32() + c);
   prefix_ = w.backend().upload(prefix, DType::F32);
-  pos_host_ = w.get_host(pre + "pos_embed", {1, 1 + cfg.pos_grid * cfg.pos_grid, c}).reshape({-1, c});
+  pos_host_ =
+      w.get_host(pre + "pos_embed", {1, 1 + cfg.pos_grid * cfg.pos_grid, c}).reshape({-1, c});
   w.ignore(pre + "mask_token");  // only used in training
-  patch_w_ = w.get(pre + "patch_embed.proj.weight", {c, 3, p, p}, cfg.compute).reshape({c, 3 * p * p});
+  patch_w_ =
+      w.get(pre + "patch_embed.proj.weight", {c, 3, p, p}, cfg.compute).reshape({c, 3 * p * p});
   patch_b_ = w.get(pre + "patch_embed.proj.bias", {c});
   blocks_.resize(cfg.dino_depth);
   for (int64_t i = 0; i < cfg.dino_depth; ++i)

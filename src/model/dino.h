@@ -27,9 +27,9 @@ class DinoTrunk {
   const Tensor& position_table(Backend& b, int64_t gh, int64_t gw);
 
   ModelConfig cfg_;
-  Tensor prefix_;                  // [1 + R, C]: cls_token, register_tokens
-  Tensor pos_host_;                // aggregator.patch_embed.pos_embed [1 + G*G, C] (host)
-  Tensor patch_w_, patch_b_;       // patch_embed.proj: [C, 3*p*p], [C]
+  Tensor prefix_;             // [1 + R, C]: cls_token, register_tokens
+  Tensor pos_host_;           // aggregator.patch_embed.pos_embed [1 + G*G, C] (host)
+  Tensor patch_w_, patch_b_;  // patch_embed.proj: [C, 3*p*p], [C]
   std::vector<BlockWeights> blocks_;
   Tensor norm_w_, norm_b_;
   std::map<std::pair<int64_t, int64_t>, Tensor> pos_tables_;  // (gh, gw) -> [1 + R + Np, C]

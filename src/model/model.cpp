@@ -89,10 +89,10 @@ Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCac
 void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
                     int64_t scale_frames, Step step, int camera_iterations) {
   const int64_t s = images01.dim(0), h = images01.dim(2), w = images01.dim(3);
-  LINGBOT_CHECK(images01.rank() == 4 && images01.dim(1) == 3 && h % cfg_.patch == 0 &&
-                    w % cfg_.patch == 0,
-                "frames must be [S, 3, H, W] with H and W multiples of " +
-                    std::to_string(cfg_.patch) + ", got " + shape_str(images01.shape()));
+  LINGBOT_CHECK(
+      images01.rank() == 4 && images01.dim(1) == 3 && h % cfg_.patch == 0 && w % cfg_.patch == 0,
+      "frames must be [S, 3, H, W] with H and W multiples of " + std::to_string(cfg_.patch) +
+          ", got " + shape_str(images01.shape()));
   LINGBOT_CHECK(queued_.size() < slots_.size(), "Model::enqueue: two calls already outstanding");
   const int slot_index = next_slot_;
   Slot& slot = slots_[slot_index];
@@ -108,8 +108,8 @@ void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camer
   slot.width = w;
 
   normalize_into(images01, slot.input.f32());
-  Tensor images = backend_.upload(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}),
-                                  DType::F32);
+  Tensor images =
+      backend_.upload(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), DType::F32);
   layers_ = &aggregator_.forward(backend_, images, kv, scale_frames, step.defer_eviction);
   const auto& layers = *layers_;
   // The camera head reads token 0 (the camera token) of the last emitted layer.

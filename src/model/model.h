@@ -50,8 +50,8 @@ class Model {
   // enqueue queues a call (at most two may be outstanding) and collect returns the oldest one's
   // outputs. The tensors collect returns live in the call's host slot: valid until the
   // next-but-one enqueue.
-  void enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
-               int64_t scale_frames, Step step, int camera_iterations);
+  void enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camera, int64_t scale_frames,
+               Step step, int camera_iterations);
   Output collect();
   int64_t in_flight() const { return static_cast<int64_t>(queued_.size()); }
 

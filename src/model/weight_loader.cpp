@@ -29,8 +29,10 @@ Tensor WeightLoader::get_host(const std::string& name, const Shape& shape) {
     case DType::F32:
     case DType::F16:
     case DType::BF16:
-    case DType::F64: break;
-    default: throw Error(source_ + ": tensor " + name + " has non-float dtype " + dtype_name(t.dtype()));
+    case DType::F64:
+      break;
+    default:
+      throw Error(source_ + ": tensor " + name + " has non-float dtype " + dtype_name(t.dtype()));
   }
   return t.dtype() == DType::F32 ? t : t.to(DType::F32);
 }
@@ -39,7 +41,9 @@ Tensor WeightLoader::get(const std::string& name, const Shape& shape, DType dtyp
   return backend_.upload(get_host(name, shape), dtype);
 }
 
-void WeightLoader::ignore(const std::string& name) { used_.insert(name); }
+void WeightLoader::ignore(const std::string& name) {
+  used_.insert(name);
+}
 
 void WeightLoader::finish() const {
   if (!tensors_) return;

@@ -53,10 +53,10 @@ Counts count(const ModelConfig& c) {
   // the rest F32.
   const int64_t D = 2 * C;
   for (int64_t i = 0; i < kCameraDepth; ++i) add_block(n, D, kCameraMlpRatio, 0, true);
-  n.compute += static_cast<size_t>(3 * D * D);     // poseLN_modulation
-  n.f32 += static_cast<size_t>(4 * D               // token_norm, trunk_norm
-                               + 9 + 9 * D + D     // empty pose, embed_pose
-                               + 3 * D             // poseLN_modulation bias
+  n.compute += static_cast<size_t>(3 * D * D);      // poseLN_modulation
+  n.f32 += static_cast<size_t>(4 * D                // token_norm, trunk_norm
+                               + 9 + 9 * D + D      // empty pose, embed_pose
+                               + 3 * D              // poseLN_modulation bias
                                + D / 2 * D + D / 2  // pose_branch.fc1
                                + 9 * (D / 2) + 9);  // pose_branch.fc2
   // Depth head (DPT, F32).
@@ -163,9 +163,9 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
       PagedKVCache::bytes_for(kv_config_for(config, compute, height, width, stream), stored);
 
   // One camera token (width 2C, F32) per stored frame, K and V, in every (iteration, block) slot.
-  m.camera_cache = CameraCache::bytes_for(stream.camera_iterations * kCameraDepth, 2 * config.dim,
-                                          DType::F32, kCameraChunkFrames, stored,
-                                          camera_limit(stream));
+  m.camera_cache =
+      CameraCache::bytes_for(stream.camera_iterations * kCameraDepth, 2 * config.dim, DType::F32,
+                             kCameraChunkFrames, stored, camera_limit(stream));
 
   // Activations: phase 1's buffers (scale frames at once) stay allocated next to phase 2's (one
   // frame); the camera head keeps one scratch sized for the larger call (~32 rows of its width

@@ -1,6 +1,6 @@
-// Memory preflight: what a streaming (or windowed) run will hold at its peak, computed from shapes alone (no
-// weights, no device), so a long run can be refused before it starts instead of failing with an
-// allocation error hundreds of frames in.
+// Memory preflight: what a streaming (or windowed) run will hold at its peak, computed from shapes
+// alone (no weights, no device), so a long run can be refused before it starts instead of failing
+// with an allocation error hundreds of frames in.
 #pragma once
 
 #include <cstddef>

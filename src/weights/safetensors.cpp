@@ -16,8 +16,8 @@ namespace {
 
 bool parse_dtype(const std::string& s, DType* out) {
   static const std::unordered_map<std::string, DType> kNames = {
-      {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
-      {"I64", DType::I64}, {"I32", DType::I32}, {"I16", DType::I16},   {"I8", DType::I8},
+      {"F32", DType::F32}, {"F16", DType::F16},  {"BF16", DType::BF16}, {"F64", DType::F64},
+      {"I64", DType::I64}, {"I32", DType::I32},  {"I16", DType::I16},   {"I8", DType::I8},
       {"U8", DType::U8},   {"BOOL", DType::Bool}};
   auto it = kNames.find(s);
   if (it == kNames.end()) return false;
@@ -31,11 +31,14 @@ constexpr uint64_t kMaxHeader = 100u << 20;  // the format's own limit
 
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
                                   const std::string& what) {
-  auto fail = [&](const std::string& why) { return Error(what + ": not a valid safetensors file (" + why + ")"); };
+  auto fail = [&](const std::string& why) {
+    return Error(what + ": not a valid safetensors file (" + why + ")");
+  };
   if (size < 8) throw fail("shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];
-  if (n > kMaxHeader || n > size - 8) throw fail("header length " + std::to_string(n) + " exceeds the file");
+  if (n > kMaxHeader || n > size - 8)
+    throw fail("header length " + std::to_string(n) + " exceeds the file");
   auto header = nlohmann::json::parse(data + 8, data + 8 + n, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) throw fail("header is not a JSON object");
   const uint8_t* body = data + 8 + n;
@@ -66,7 +69,8 @@ SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, std::shared_
     for (auto& d : *sh) {
       if (!d.is_number_unsigned()) throw fail("tensor " + name + " has a bad dimension");
       uint64_t v = d.get<uint64_t>();
-      if (v > (1ull << 40) || (v && numel > (1ull << 50) / v)) throw fail("tensor " + name + " is too large");
+      if (v > (1ull << 40) || (v && numel > (1ull << 50) / v))
+        throw fail("tensor " + name + " is too large");
       numel *= v;
       shape.push_back(static_cast<int64_t>(v));
     }
@@ -112,7 +116,8 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
   bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
   for (auto& [name, t] : tensors)
     if (ok && t.nbytes()) ok = std::fwrite(t.raw(), 1, t.nbytes(), f) == t.nbytes();

@@ -24,10 +24,14 @@ Tensor synthetic_tensor(uint64_t seed, const std::string& name, const Shape& sha
   const size_t dot = name.rfind('.');
   const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
   enum { kGamma, kNormScale, kBias, kMatrix, kOther } kind = kOther;
-  if (leaf == "gamma") kind = kGamma;
-  else if (leaf == "weight" && shape.size() == 1) kind = kNormScale;
-  else if (leaf == "bias") kind = kBias;
-  else if (leaf == "weight") kind = kMatrix;
+  if (leaf == "gamma")
+    kind = kGamma;
+  else if (leaf == "weight" && shape.size() == 1)
+    kind = kNormScale;
+  else if (leaf == "bias")
+    kind = kBias;
+  else if (leaf == "weight")
+    kind = kMatrix;
   double a = 1.0;
   if (kind == kMatrix) {
     const double fan_in = static_cast<double>(n / shape[0]);
@@ -37,11 +41,21 @@ Tensor synthetic_tensor(uint64_t seed, const std::string& name, const Shape& sha
   for (int64_t i = 0; i < n; ++i) {
     const int b = static_cast<int>(splitmix64(key + static_cast<uint64_t>(i)) >> 56);
     switch (kind) {
-      case kGamma: v[i] = static_cast<float>(((b >> 2) + 32) / 256.0); break;
-      case kNormScale: v[i] = static_cast<float>(((b >> 2) + 96) / 128.0); break;
-      case kBias: v[i] = static_cast<float>((b - 128) / 1024.0); break;
-      case kMatrix: v[i] = static_cast<float>((b - 128) / 128.0 * a); break;
-      case kOther: v[i] = static_cast<float>((b - 128) / 256.0); break;
+      case kGamma:
+        v[i] = static_cast<float>(((b >> 2) + 32) / 256.0);
+        break;
+      case kNormScale:
+        v[i] = static_cast<float>(((b >> 2) + 96) / 128.0);
+        break;
+      case kBias:
+        v[i] = static_cast<float>((b - 128) / 1024.0);
+        break;
+      case kMatrix:
+        v[i] = static_cast<float>((b - 128) / 128.0 * a);
+        break;
+      case kOther:
+        v[i] = static_cast<float>((b - 128) / 256.0);
+        break;
     }
   }
   return t;

@@ -90,7 +90,8 @@ TEST_F(Cli, ConvertWritesSyntheticWeightsAsACheckpoint) {
 TEST_F(Cli, WindowedRunMatchesTheReference) {
   Result r = cli("run --model synthetic:1 --arch tiny --input " + frames() +
                  " --preprocess none --scale-frames 4 --mode windowed --window-size 8 --overlap 4"
-                 " --quiet --export tum --out " + path("win"));
+                 " --quiet --export tum --out " +
+                 path("win"));
   ASSERT_EQ(r.code, 0) << r.output;
   auto got = read_safetensors(path("win/predictions.safetensors")).tensors;
   auto want = read_safetensors(test::fixtures_dir() + "/tiny/windowed.safetensors").tensors;
@@ -109,76 +110,83 @@ TEST_F(Cli, DemoRunsEndToEnd) {
 }
 
 TEST_F(Cli, MissingCheckpoint) {
-  test::expect_clean_cli_failure("run --model " + path("nope.pt") + " --input " + frames() + " --out " + path("x"),
-                       "nope.pt");
+  test::expect_clean_cli_failure(
+      "run --model " + path("nope.pt") + " --input " + frames() + " --out " + path("x"), "nope.pt");
 }
 
 TEST_F(Cli, CorruptAndTruncatedCheckpoints) {
   std::ofstream(path("garbage.safetensors")) << "this is not a checkpoint at all";
-  test::expect_clean_cli_failure("run --model " + path("garbage.safetensors") + " --input " + frames() +
-                           " --out " + path("x"),
-                       "garbage.safetensors");
+  test::expect_clean_cli_failure(
+      "run --model " + path("garbage.safetensors") + " --input " + frames() + " --out " + path("x"),
+      "garbage.safetensors");
   fs::copy_file(path("tiny.safetensors"), path("cut.safetensors"));
   fs::resize_file(path("cut.safetensors"), fs::file_size(path("cut.safetensors")) / 2);
-  test::expect_clean_cli_failure("run --model " + path("cut.safetensors") + " --input " + frames() + " --out " + path("x"),
-                       "cut.safetensors");
+  test::expect_clean_cli_failure(
+      "run --model " + path("cut.safetensors") + " --input " + frames() + " --out " + path("x"),
+      "cut.safetensors");
 }
 
 TEST_F(Cli, MissingUnexpectedAndMisshapenKeysAreNamed) {
   TensorMap m = tiny_;
   m.erase("aggregator.global_blocks.7.attn.proj.bias");
   write_safetensors(path("missing.safetensors"), m);
-  test::expect_clean_cli_failure("run --model " + path("missing.safetensors") + " --input " + frames() + " " +
-                           tiny_args() + " --out " + path("x"),
-                       "aggregator.global_blocks.7.attn.proj.bias");
+  test::expect_clean_cli_failure("run --model " + path("missing.safetensors") + " --input " +
+                                     frames() + " " + tiny_args() + " --out " + path("x"),
+                                 "aggregator.global_blocks.7.attn.proj.bias");
   m = tiny_;
   m["point_head.extra.weight"] = Tensor::zeros({2, 2});
   write_safetensors(path("extra.safetensors"), m);
-  test::expect_clean_cli_failure("run --model " + path("extra.safetensors") + " --input " + frames() + " " +
-                           tiny_args() + " --out " + path("x"),
-                       "point_head.extra.weight");
+  test::expect_clean_cli_failure("run --model " + path("extra.safetensors") + " --input " +
+                                     frames() + " " + tiny_args() + " --out " + path("x"),
+                                 "point_head.extra.weight");
   m = tiny_;
   m["camera_head.trunk.2.attn.qkv.weight"] = Tensor::zeros({4, 4});
   write_safetensors(path("shape.safetensors"), m);
-  test::expect_clean_cli_failure("run --model " + path("shape.safetensors") + " --input " + frames() + " " +
-                           tiny_args() + " --out " + path("x"),
-                       "camera_head.trunk.2.attn.qkv.weight");
+  test::expect_clean_cli_failure("run --model " + path("shape.safetensors") + " --input " +
+                                     frames() + " " + tiny_args() + " --out " + path("x"),
+                                 "camera_head.trunk.2.attn.qkv.weight");
 }
 
 TEST_F(Cli, BadFrames) {
   fs::create_directories(path("empty"));
-  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("empty") + " --out " + path("x"),
-                       "no .png");
-  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("absent") + " --out " + path("x"),
-                       "absent");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:1 --arch tiny --input " + path("empty") + " --out " + path("x"),
+      "no .png");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:1 --arch tiny --input " + path("absent") + " --out " + path("x"),
+      "absent");
   // Two sizes in one sequence.
   fs::create_directories(path("mixed"));
-  ImageU8 a{70, 56, std::vector<uint8_t>(70 * 56 * 3, 100)}, b{84, 56, std::vector<uint8_t>(84 * 56 * 3, 50)};
+  ImageU8 a{70, 56, std::vector<uint8_t>(70 * 56 * 3, 100)},
+      b{84, 56, std::vector<uint8_t>(84 * 56 * 3, 50)};
   write_png(path("mixed/0.png"), a);
   write_png(path("mixed/1.png"), b);
   test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("mixed") +
-                           " --preprocess none --scale-frames 1 --quiet --out " + path("x"),
-                       "one size");
+                                     " --preprocess none --scale-frames 1 --quiet --out " +
+                                     path("x"),
+                                 "one size");
   // Not a multiple of the patch size without resizing.
   fs::create_directories(path("odd"));
   write_png(path("odd/0.png"), ImageU8{50, 40, std::vector<uint8_t>(50 * 40 * 3, 10)});
   test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("odd") +
-                           " --preprocess none --out " + path("x"),
-                       "multiples");
+                                     " --preprocess none --out " + path("x"),
+                                 "multiples");
   // A corrupt frame.
   fs::create_directories(path("corrupt"));
   std::ofstream(path("corrupt/0.png")) << "\x89PNG\r\n\x1a\n garbage";
-  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + path("corrupt") + " --out " + path("x"),
-                       "0.png");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:1 --arch tiny --input " + path("corrupt") + " --out " + path("x"),
+      "0.png");
 }
 
 TEST_F(Cli, BadOptions) {
-  test::expect_clean_cli_failure("run --model synthetic:x --arch tiny --input " + frames() + " --out " + path("x"),
-                       "seed");
-  test::expect_clean_cli_failure("run --model synthetic:1 --arch huge --input " + frames() + " --out " + path("x"),
-                       "huge");
-  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --device tpu --input " + frames() + " --out " + path("x"),
-                       "tpu");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:x --arch tiny --input " + frames() + " --out " + path("x"), "seed");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:1 --arch huge --input " + frames() + " --out " + path("x"), "huge");
+  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --device tpu --input " +
+                                     frames() + " --out " + path("x"),
+                                 "tpu");
 }
 
 }  // namespace

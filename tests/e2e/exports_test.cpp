@@ -285,10 +285,10 @@ TEST_F(Exports, RunNamesExportsAfterItsInputsAndExportsNothingUnasked) {
 TEST_F(Exports, BadExportOptionsFailCleanly) {
   test::expect_clean_cli_failure("demo --frames 2 --export tum,obj --out " + path("bad"), "'obj'");
   std::ofstream(path("a_file")) << "x";
-  test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --input " + test::fixtures_dir() +
-                           "/tiny/frames --preprocess none --export ply --out " +
-                           path("a_file/out"),
-                       "a_file/out");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:1 --arch tiny --input " + test::fixtures_dir() +
+          "/tiny/frames --preprocess none --export ply --out " + path("a_file/out"),
+      "a_file/out");
 }
 
 // A bad --out is refused with one line before anything runs, in both modes and with or
@@ -341,8 +341,7 @@ TEST_F(Exports, SinksKilledWithoutFinishLeaveValidFiles) {
   const auto ns = nlohmann::json::parse(std::ifstream(out + "/transforms.json"));
   EXPECT_EQ(ns["frames"].size(), 3u);
   EXPECT_TRUE(fs::exists(out + "/depth/frame_000002.png"));
-  EXPECT_EQ(test::read_npy(out + "/depth_f32/frame_000002.npy").values,
-            test::make_frame(2).depth);
+  EXPECT_EQ(test::read_npy(out + "/depth_f32/frame_000002.npy").values, test::make_frame(2).depth);
   // Fewer frames than a GLB rewrite: the empty scene written at the start, still valid.
   const auto glb = test::read_glb(out + "/points.glb");
   EXPECT_TRUE(glb.ok()) << glb.error;

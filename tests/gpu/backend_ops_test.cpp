@@ -775,14 +775,13 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
     int stride;
     bool bias;
   };
-  const Case cases[] = {{{1, 32, 13, 17}, 7, 1, true},     {{2, 64, 20, 24}, 32, 1, false},
-                        {{1, 128, 27, 36}, 256, 2, true},  {{1, 256, 15, 22}, 128, 1, true},
-                        {{1, 128, 54, 72}, 32, 1, true},   {{2, 32, 5, 3}, 70, 1, true}};
+  const Case cases[] = {{{1, 32, 13, 17}, 7, 1, true},    {{2, 64, 20, 24}, 32, 1, false},
+                        {{1, 128, 27, 36}, 256, 2, true}, {{1, 256, 15, 22}, 128, 1, true},
+                        {{1, 128, 54, 72}, 32, 1, true},  {{2, 32, 5, 3}, 70, 1, true}};
   gpu().allow_fast_convolutions(true);
   for (const auto& c : cases) {
     const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
-    SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " s=" +
-                 std::to_string(c.stride));
+    SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " s=" + std::to_string(c.stride));
     Tensor x = round_to(rng.tensor(c.x), DType::BF16);
     Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
     Tensor b = rng.tensor({c.co});

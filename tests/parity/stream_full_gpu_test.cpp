@@ -16,12 +16,17 @@
 namespace lingbot {
 namespace {
 
-void check_full(const std::string& precision, int keyframe_interval, double pose_tol, double depth_tol) {
+void check_full(const std::string& precision, int keyframe_interval, double pose_tol,
+                double depth_tol) {
   if (!make_cuda_backend()) GTEST_SKIP() << "no CUDA device";
   const std::string dir = test::fixtures_dir() + "/full";
-  const auto want = read_safetensors(dir + "/stream_kf" + std::to_string(keyframe_interval) + ".safetensors").tensors;
-  auto engine = Engine::create({.model = "synthetic:3", .arch = "lingbot-map", .device = "cuda", .precision = precision});
-  auto session = engine->start({.scale_frames = 8, .window = 16, .keyframe_interval = keyframe_interval});
+  const auto want =
+      read_safetensors(dir + "/stream_kf" + std::to_string(keyframe_interval) + ".safetensors")
+          .tensors;
+  auto engine = Engine::create(
+      {.model = "synthetic:3", .arch = "lingbot-map", .device = "cuda", .precision = precision});
+  auto session =
+      engine->start({.scale_frames = 8, .window = 16, .keyframe_interval = keyframe_interval});
   std::vector<float> pose, depth, conf;
   auto collect = [&](const FrameResult& r) {
     pose.insert(pose.end(), r.pose_enc.begin(), r.pose_enc.end());
@@ -34,20 +39,29 @@ void check_full(const std::string& precision, int keyframe_interval, double pose
     session->push(to_float01(preprocess(load_image(path), PreprocessMode::None)), collect);
   session->finish(collect);
   ASSERT_EQ(pose.size(), 100u * 9);
-  auto view = [](std::vector<float>& v, Shape s) { return Tensor::wrap(v.data(), s, DType::F32, nullptr); };
+  auto view = [](std::vector<float>& v, Shape s) {
+    return Tensor::wrap(v.data(), s, DType::F32, nullptr);
+  };
   const auto p = test::compare(view(pose, {100, 9}), want.at("pose_enc"));
   const auto d = test::compare(view(depth, {5, 378, 504}), want.at("depth"));
   const auto c = test::compare(view(conf, {5, 378, 504}), want.at("depth_conf"));
   std::printf("[ parity ] full %s kf%d: pose_enc %.3e (abs %.3e), depth %.3e, depth_conf %.3e\n",
-              precision.c_str(), keyframe_interval, p.relative(), p.max_abs_err, d.relative(), c.relative());
+              precision.c_str(), keyframe_interval, p.relative(), p.max_abs_err, d.relative(),
+              c.relative());
   EXPECT_LE(p.relative(), pose_tol);
   EXPECT_LE(d.relative(), depth_tol);
   EXPECT_LE(c.relative(), depth_tol);
 }
 
-TEST(GpuParity, FullModelF32KeyframeInterval1) { check_full("f32", 1, 1e-3, 1e-3); }
-TEST(GpuParity, FullModelBF16KeyframeInterval1) { check_full("bf16", 1, 3e-2, 2e-2); }
-TEST(GpuParity, FullModelBF16KeyframeInterval2) { check_full("bf16", 2, 3e-2, 2e-2); }
+TEST(GpuParity, FullModelF32KeyframeInterval1) {
+  check_full("f32", 1, 1e-3, 1e-3);
+}
+TEST(GpuParity, FullModelBF16KeyframeInterval1) {
+  check_full("bf16", 1, 3e-2, 2e-2);
+}
+TEST(GpuParity, FullModelBF16KeyframeInterval2) {
+  check_full("bf16", 2, 3e-2, 2e-2);
+}
 
 }  // namespace
 }  // namespace lingbot

@@ -46,8 +46,8 @@ void check_scenario(const std::string& file, int keyframe_interval) {
   ASSERT_EQ(frames.size(), 16u);
   const int scale = 4, window = 6;
   const int64_t h = frames[0].dim(1), w = frames[0].dim(2);
-  PagedKVCache kv(*backend, kv_cache_config(model.config(), h, w,
-                                             {.scale_frames = scale, .window = window}));
+  PagedKVCache kv(*backend,
+                  kv_cache_config(model.config(), h, w, {.scale_frames = scale, .window = window}));
   CameraCache cam = model.make_camera_cache(4);
 
   std::vector<float> pose, depth, conf;
@@ -57,7 +57,8 @@ void check_scenario(const std::string& file, int keyframe_interval) {
     const bool key = call == 0 || StreamSession::is_keyframe(begin, scale, keyframe_interval);
     Model::Output out = model.forward(stack(frames, begin, end), kv, cam, scale, key, 4);
     for (int l = 0; l < 4; ++l) {
-      const std::string key_name = "tokens.call" + std::to_string(call) + ".layer" + std::to_string(l);
+      const std::string key_name =
+          "tokens.call" + std::to_string(call) + ".layer" + std::to_string(l);
       const auto a = test::compare(model.last_layers()[l], want.at(key_name));
       EXPECT_LE(a.relative(), kTol) << key_name << " (max abs err " << a.max_abs_err << ")";
     }
@@ -67,7 +68,9 @@ void check_scenario(const std::string& file, int keyframe_interval) {
     conf.insert(conf.end(), out.conf.f32(), out.conf.f32() + out.conf.numel());
     begin = end;
   }
-  auto as_tensor = [](std::vector<float>& v, Shape s) { return Tensor::wrap(v.data(), s, DType::F32, nullptr); };
+  auto as_tensor = [](std::vector<float>& v, Shape s) {
+    return Tensor::wrap(v.data(), s, DType::F32, nullptr);
+  };
   const auto p = test::compare(as_tensor(pose, {16, 9}), want.at("pose_enc"));
   const auto d = test::compare(as_tensor(depth, {16, h, w}), want.at("depth"));
   const auto c = test::compare(as_tensor(conf, {16, h, w}), want.at("depth_conf"));
@@ -78,9 +81,13 @@ void check_scenario(const std::string& file, int keyframe_interval) {
               p.relative(), d.relative(), c.relative());
 }
 
-TEST(StreamParity, TinyKeyframeInterval1MatchesReferencePerCall) { check_scenario("stream_kf1.safetensors", 1); }
+TEST(StreamParity, TinyKeyframeInterval1MatchesReferencePerCall) {
+  check_scenario("stream_kf1.safetensors", 1);
+}
 
-TEST(StreamParity, TinyKeyframeInterval3MatchesReferencePerCall) { check_scenario("stream_kf3.safetensors", 3); }
+TEST(StreamParity, TinyKeyframeInterval3MatchesReferencePerCall) {
+  check_scenario("stream_kf3.safetensors", 3);
+}
 
 // The same through the public API: Engine + Session deliver every frame's result.
 TEST(StreamParity, SessionDeliversReferenceResults) {
@@ -98,10 +105,11 @@ TEST(StreamParity, SessionDeliversReferenceResults) {
     EXPECT_EQ(results[i].keyframe, i < 4 || (i - 4) % 3 == 0) << i;
     pose.insert(pose.end(), results[i].pose_enc.begin(), results[i].pose_enc.end());
   }
-  const auto p = test::compare(Tensor::wrap(pose.data(), {16, 9}, DType::F32, nullptr), want.at("pose_enc"));
+  const auto p =
+      test::compare(Tensor::wrap(pose.data(), {16, 9}, DType::F32, nullptr), want.at("pose_enc"));
   EXPECT_LE(p.relative(), kTol);
-  const auto d = test::compare(
-      Tensor::wrap(results[9].depth.data(), {56, 70}, DType::F32, nullptr), want.at("depth")[9]);
+  const auto d = test::compare(Tensor::wrap(results[9].depth.data(), {56, 70}, DType::F32, nullptr),
+                               want.at("depth")[9]);
   EXPECT_LE(d.relative(), kTol);
   EXPECT_EQ(session->cache_stats().stored_frames, 4 + 4);  // scale + keyframes 4, 7, 10, 13
 }

@@ -1,5 +1,7 @@
 // The paged cache against a plain list model of the policy (spec 01 §8.2, §8.5): after every
 // step, the tokens attention would read are exactly the ones the policy defines.
+#include "cache/paged_kv.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "backend/ops.h"
-#include "cache/paged_kv.h"
 #include "lingbot/error.h"
 
 namespace lingbot {
@@ -126,7 +127,8 @@ void check_state(const PagedKVCache& cache, const ListModel& m, int64_t step) {
 void random_walk(KVCacheConfig cfg, int64_t steps, double reset_p, uint32_t seed) {
   auto backend = make_cpu_backend(1);
   PagedKVCache cache(*backend, cfg);
-  ListModel m{cfg.scale_frames, cfg.window, cfg.camera_only, cfg.cross_frame_special,
+  ListModel m{cfg.scale_frames,         cfg.window,
+              cfg.camera_only,          cfg.cross_frame_special,
               cfg.include_scale_frames, cfg.max_special_frames};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
@@ -134,14 +136,16 @@ void random_walk(KVCacheConfig cfg, int64_t steps, double reset_p, uint32_t seed
   for (int64_t step = 0; step < steps; ++step) {
     if (u(rng) < reset_p) {
       cache.reset();
-      m = ListModel{cfg.scale_frames, cfg.window, cfg.camera_only, cfg.cross_frame_special,
+      m = ListModel{cfg.scale_frames,         cfg.window,
+                    cfg.camera_only,          cfg.cross_frame_special,
                     cfg.include_scale_frames, cfg.max_special_frames};
       check_state(cache, m, step);
       continue;
     }
     // A fresh sequence starts with its scale frames in one step (phase 1).
     int64_t n = 1;
-    if (m.stored == 0 && cfg.scale_frames > 1) n = 1 + static_cast<int64_t>(rng() % cfg.scale_frames);
+    if (m.stored == 0 && cfg.scale_frames > 1)
+      n = 1 + static_cast<int64_t>(rng() % cfg.scale_frames);
     const double r = u(rng);
     const bool defer = r >= 0.5;           // non-keyframe or adaptive
     const bool keep = !defer || r >= 0.8;  // adaptive: decided after the pass

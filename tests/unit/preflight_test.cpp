@@ -144,8 +144,8 @@ TEST(Preflight, LongestWindowIsTheFirstWindowOfThePlan) {
   for (int64_t frames : {1, 3, 16, 64, 65, 200, 1000})
     for (int size : {1, 6, 16, 64})
       for (int k : {1, 3}) {
-        const WindowedOptions o{.window_size = size, .overlap = 2, .scale_frames = 4,
-                                .keyframe_interval = k};
+        const WindowedOptions o{
+            .window_size = size, .overlap = 2, .scale_frames = 4, .keyframe_interval = k};
         int64_t longest = 0;
         for (const auto& [b, e] : plan_windows(frames, o)) longest = std::max(longest, e - b);
         EXPECT_EQ(longest_window(frames, o), longest) << frames << " " << size << " " << k;
@@ -199,8 +199,8 @@ TEST(Preflight, WindowedCacheTermsMatchARealSessionOfTheLongestWindow) {
 }
 
 TEST(Preflight, WindowedShortfallSuggestsWindowKnobs) {
-  const WindowedOptions o{.window_size = 128, .overlap = 16, .scale_frames = 8,
-                          .sliding_window = 64};
+  const WindowedOptions o{
+      .window_size = 128, .overlap = 16, .scale_frames = 8, .sliding_window = 64};
   const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, o);
   // Less than the special stream of the 56 keyframes evicted past the sliding window.
   const size_t available = m.total - 100'000'000;
@@ -218,8 +218,7 @@ TEST(Preflight, WindowedShortfallSuggestsWindowKnobs) {
   WindowedOptions fit = o, over = o;
   fit.window_size = size;
   over.window_size = size + 1;
-  EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, fit).total,
-            available);
+  EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, fit).total, available);
   EXPECT_GT(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, over).total,
             available);
 }

@@ -512,7 +512,8 @@ TEST_F(Sinks, GlbDrawsEveryKthCameraBeyond512) {
 }
 
 TEST_F(Sinks, DepthNpyHoldsTheFloatMapsExactly) {
-  auto sink = make_depth_npy_sink(dir_.string(), [](int64_t i) { return "in" + std::to_string(i) + ".png"; });
+  auto sink = make_depth_npy_sink(dir_.string(),
+                                  [](int64_t i) { return "in" + std::to_string(i) + ".png"; });
   FrameResult a = make_frame(0), b = make_frame(1);
   a.depth[0] = NAN;
   a.depth[1] = -2;

@@ -1,9 +1,10 @@
+#include "lingbot/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "lingbot/error.h"
-#include "lingbot/tensor.h"
 
 namespace lingbot {
 

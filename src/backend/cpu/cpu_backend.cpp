@@ -18,12 +18,18 @@ constexpr int64_t kParallelWork = 1 << 15;
 
 inline float act_apply(float x, Act a) {
   switch (a) {
-    case Act::None: return x;
-    case Act::GELU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-    case Act::ReLU: return x > 0.f ? x : 0.f;
-    case Act::SiLU: return x / (1.0f + std::exp(-x));
-    case Act::Exp: return std::exp(x);
-    case Act::ExpP1: return 1.0f + std::exp(x);
+    case Act::None:
+      return x;
+    case Act::GELU:
+      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Act::ReLU:
+      return x > 0.f ? x : 0.f;
+    case Act::SiLU:
+      return x / (1.0f + std::exp(-x));
+    case Act::Exp:
+      return std::exp(x);
+    case Act::ExpP1:
+      return 1.0f + std::exp(x);
   }
   return x;
 }
@@ -64,10 +70,12 @@ class CpuBackend final : public Backend {
   Tensor upload(const Tensor& host, DType dtype) override {
     return host.dtype() == dtype ? host : host.to(dtype);
   }
-  Tensor download(const Tensor& t) override { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
+  Tensor download(const Tensor& t) override {
+    return t.dtype() == DType::F32 ? t : t.to(DType::F32);
+  }
   void copy(const Tensor& src, Tensor& dst) override {
-    LINGBOT_CHECK(src.numel() == dst.numel(), "copy: " + shape_str(src.shape()) + " into " +
-                                                  shape_str(dst.shape()));
+    LINGBOT_CHECK(src.numel() == dst.numel(),
+                  "copy: " + shape_str(src.shape()) + " into " + shape_str(dst.shape()));
     if (src.dtype() == dst.dtype()) {
       std::memmove(dst.raw(), src.raw(), src.nbytes());
     } else {
@@ -99,7 +107,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) override {
+  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
+                  Tensor& y) override {
     check_f32(x, "layer_norm input");
     const int64_t n = x.dim(-1), rows = x.numel() / n;
     const float* wp = w ? w->f32() : nullptr;
@@ -298,7 +307,8 @@ class CpuBackend final : public Backend {
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
     LINGBOT_CHECK(w.dim(1) == ci && y.dim(0) == n && y.dim(1) == co &&
-                      ho == (hi + 2 * pad - kh) / stride + 1 && wo == (wi + 2 * pad - kw) / stride + 1,
+                      ho == (hi + 2 * pad - kh) / stride + 1 &&
+                      wo == (wi + 2 * pad - kw) / stride + 1,
                   "conv2d: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
                       ", output " + shape_str(y.shape()));
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
@@ -396,7 +406,8 @@ class CpuBackend final : public Backend {
         float* out = yp + (c * ho + oy) * wo;
         for (int64_t ox = 0; ox < wo; ++ox) {
           const float w1 = lx[ox], w0 = 1.f - w1;
-          out[ox] = l0 * (w0 * r0[x0[ox]] + w1 * r0[x1[ox]]) + l1 * (w0 * r1[x0[ox]] + w1 * r1[x1[ox]]);
+          out[ox] =
+              l0 * (w0 * r0[x0[ox]] + w1 * r0[x1[ox]]) + l1 * (w0 * r1[x0[ox]] + w1 * r1[x1[ox]]);
         }
       }
   }

@@ -1,9 +1,9 @@
 #include "backend/cpu/gemm.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <omp.h>
 
 #ifdef LINGBOT_HAVE_CBLAS
 #include <cblas.h>
@@ -47,7 +47,9 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
   }
 }
 
-const char* blas_name() { return "cblas"; }
+const char* blas_name() {
+  return "cblas";
+}
 
 #else
 
@@ -58,13 +60,17 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
   // bt[j][p] = op(B)[p][j]
   std::vector<float> bt(static_cast<size_t>(n) * k);
   for (int j = 0; j < n; ++j)
-    for (int p = 0; p < k; ++p) bt[static_cast<size_t>(j) * k + p] = trans_b ? b[static_cast<size_t>(j) * ldb + p] : b[static_cast<size_t>(p) * ldb + j];
+    for (int p = 0; p < k; ++p)
+      bt[static_cast<size_t>(j) * k + p] =
+          trans_b ? b[static_cast<size_t>(j) * ldb + p] : b[static_cast<size_t>(p) * ldb + j];
 #pragma omp parallel
   {
     std::vector<float> arow(k);
 #pragma omp for schedule(static)
     for (int i = 0; i < m; ++i) {
-      for (int p = 0; p < k; ++p) arow[p] = trans_a ? a[static_cast<size_t>(p) * lda + i] : a[static_cast<size_t>(i) * lda + p];
+      for (int p = 0; p < k; ++p)
+        arow[p] =
+            trans_a ? a[static_cast<size_t>(p) * lda + i] : a[static_cast<size_t>(i) * lda + p];
       float* crow = c + static_cast<size_t>(i) * ldc;
       for (int j = 0; j < n; ++j) {
         const float* bj = bt.data() + static_cast<size_t>(j) * k;
@@ -77,7 +83,9 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
   }
 }
 
-const char* blas_name() { return "builtin"; }
+const char* blas_name() {
+  return "builtin";
+}
 
 #endif
 

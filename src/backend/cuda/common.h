@@ -166,10 +166,10 @@ void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t
 // ---- conv.cu ---------------------------------------------------------------------------------
 // Implicit-GEMM convolution on bf16 tensor cores (inputs rounded to bf16, fp32 accumulation).
 struct ConvArgs {
-  const float* x = nullptr;  // [images, ci, hi, wi]
-  const void* w = nullptr;           // packed bf16 weights, set by conv2d_bf16
-  const float* bias = nullptr;       // [co] or null
-  float* y = nullptr;                // [images, co, ho, wo]
+  const float* x = nullptr;     // [images, ci, hi, wi]
+  const void* w = nullptr;      // packed bf16 weights, set by conv2d_bf16
+  const float* bias = nullptr;  // [co] or null
+  float* y = nullptr;           // [images, co, ho, wo]
   int ci = 0, hi = 0, wi = 0, co = 0, ho = 0, wo = 0, kh = 0, kw = 0, stride = 1, pad = 0;
   int relu = 0;
 };

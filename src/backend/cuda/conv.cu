@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
     for (int j = 0; j < 16; ++j) areg[j] = ok ? __ldg(src + int64_t(2 * j) * hw) : 0.f;
     if (b_loader)
       breg = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.w) +
-                                              int64_t(n0 + bn) * K + k0 + bc * 8));
+                                                  int64_t(n0 + bn) * K + k0 + bc * 8));
   };
   auto store = [&](int buf) {
 #pragma unroll
@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
         const int row = warp_n * kWarpN + np * 16 + (lane & 7) + ((lane >> 4) & 1) * 8;
         const int col = kk + ((lane >> 3) & 1) * 8;
         uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(static_cast<uint32_t>(__cvta_generic_to_shared(&sB[buf][row][col])), b0, b1,
-                    b2, b3);
+        ldmatrix_x4(static_cast<uint32_t>(__cvta_generic_to_shared(&sB[buf][row][col])), b0, b1, b2,
+                    b3);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
           mma_bf16(acc[mi][2 * np], af[mi], b0, b1);

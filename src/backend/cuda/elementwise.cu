@@ -153,8 +153,8 @@ void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, A
       bias_act_kernel<T, int32_t><<<grid, kThreads, 0, s>>>(
           static_cast<T*>(y), bias, bt, static_cast<int32_t>(m * n), static_cast<int32_t>(n), act);
     else
-      bias_act_kernel<T, int64_t><<<grid, kThreads, 0, s>>>(static_cast<T*>(y), bias, bt, m * n, n,
-                                                            act);
+      bias_act_kernel<T, int64_t>
+          <<<grid, kThreads, 0, s>>>(static_cast<T*>(y), bias, bt, m * n, n, act);
   });
   LB_CUDA_LAUNCHED();
 }

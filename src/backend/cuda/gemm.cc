@@ -75,8 +75,7 @@ std::map<Key, Plan> g_plans;
 bool build(const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o) {
   const cublasComputeType_t compute =
       g.tf32 && g.ab_t == kF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  if (cublasLtMatmulDescCreate(&o.op, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
-    return false;
+  if (cublasLtMatmulDescCreate(&o.op, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(o.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));

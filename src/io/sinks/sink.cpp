@@ -169,7 +169,7 @@ std::string default_frame_name(int64_t index) {
 
 namespace {
 const char* const kFormats[] = {"tum", "kitti", "json",   "depth",     "depth_f32",
-                                 "ply", "glb",   "colmap", "nerfstudio"};
+                                "ply", "glb",   "colmap", "nerfstudio"};
 }
 
 std::vector<std::string> parse_export_list(const std::string& list) {

@@ -95,8 +95,8 @@ struct ExportOptions {
   FrameNamer name;  // empty = default_frame_name
 };
 
-// "tum,kitti,json,depth,depth_f32,ply,glb,colmap,nerfstudio", "all" or "none" (or empty); throws Error
-// naming an unknown entry.
+// "tum,kitti,json,depth,depth_f32,ply,glb,colmap,nerfstudio", "all" or "none" (or empty); throws
+// Error naming an unknown entry.
 std::vector<std::string> parse_export_list(const std::string& list);
 
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);
