@@ -220,6 +220,28 @@ std::string shortfall_line(const MemoryEstimate& need, size_t available, std::st
          num(need.activations) + "), " + format_gb(available) + " available: " + tries;
 }
 
+// Linear scans (from, from + step, ..., to) for the mildest setting that fits on its own: the
+// special-token stream grows in whole chunks, so the totals are not strictly monotonic. "" when
+// none does.
+template <class Fits>
+std::string first_fit(const std::string& flag, int64_t from, int64_t to, int64_t step, Fits fits) {
+  for (int64_t v = from; step > 0 ? v <= to : v >= to; v += step)
+    if (fits(v)) return flag + " " + std::to_string(v);
+  return "";
+}
+
+// The widest smaller input of the same aspect (sides multiples of the patch) that fits.
+template <class Fits>
+std::string smaller_size_that_fits(int64_t height, int64_t width, int64_t patch, Fits fits) {
+  for (int64_t w = width - patch; w >= patch; w -= patch) {
+    const int64_t h = std::max(patch, height * w / width / patch * patch);
+    if (fits(h, w))
+      return "--size " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
+             " input)";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string explain_shortfall(const MemoryEstimate& need, size_t available,
@@ -228,45 +250,29 @@ std::string explain_shortfall(const MemoryEstimate& need, size_t available,
   auto fits = [&](const StreamOptions& s, int64_t h, int64_t w) {
     return estimate_memory(config, compute, h, w, frames, s).total <= available;
   };
-  // For each knob, the mildest setting that fits on its own. Linear scans: the special-token
-  // stream grows in whole chunks, so the total is not strictly monotonic in the window.
+  // For each knob, the mildest setting that fits on its own.
   std::string tries;
-  auto suggest = [&](const std::string& s) { tries += (tries.empty() ? "" : " or ") + s; };
+  auto suggest = [&](const std::string& s) {
+    if (!s.empty()) tries += (tries.empty() ? "" : " or ") + s;
+  };
+  auto with = [&](auto field) {
+    return [&, field](int64_t v) {
+      StreamOptions s = stream;
+      s.*field = static_cast<int>(v);
+      return fits(s, height, width);
+    };
+  };
   const int64_t stored = stored_frames(frames, stream);
-  for (int64_t w = std::min<int64_t>(stream.window, stored) - 1; w >= 1; --w) {
-    StreamOptions s = stream;
-    s.window = static_cast<int>(w);
-    if (fits(s, height, width)) {
-      suggest("--window " + std::to_string(w));
-      break;
-    }
-  }
+  suggest(first_fit("--window", std::min<int64_t>(stream.window, stored) - 1, 1, -1,
+                    with(&StreamOptions::window)));
   const int64_t interval = std::max(stream.keyframe_interval, 1);
-  for (int64_t k = interval + 1; k <= std::max<int64_t>(frames - stream.scale_frames, 1); ++k) {
-    StreamOptions s = stream;
-    s.keyframe_interval = static_cast<int>(k);
-    if (fits(s, height, width)) {
-      suggest("--keyframe-interval " + std::to_string(k));
-      break;
-    }
-  }
-  for (int64_t f = stream.scale_frames - 1; f >= 1; --f) {
-    StreamOptions s = stream;
-    s.scale_frames = static_cast<int>(f);
-    if (fits(s, height, width)) {
-      suggest("--scale-frames " + std::to_string(f));
-      break;
-    }
-  }
-  const int64_t p = config.patch;
-  for (int64_t w = width - p; w >= p; w -= p) {
-    const int64_t h = std::max(p, height * w / width / p * p);
-    if (fits(stream, h, w)) {
-      suggest("--size " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
-              " input)");
-      break;
-    }
-  }
+  suggest(first_fit("--keyframe-interval", interval + 1,
+                    std::max<int64_t>(frames - stream.scale_frames, 1), 1,
+                    with(&StreamOptions::keyframe_interval)));
+  suggest(first_fit("--scale-frames", stream.scale_frames - 1, 1, -1,
+                    with(&StreamOptions::scale_frames)));
+  suggest(smaller_size_that_fits(height, width, config.patch,
+                                 [&](int64_t h, int64_t w) { return fits(stream, h, w); }));
   return shortfall_line(need, available, tries);
 }
 
@@ -319,34 +325,24 @@ std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t availa
     return estimate_windowed_memory(config, compute, h, wd, frames, w).total <= available;
   };
   std::string tries;
-  auto suggest = [&](const std::string& s) { tries += (tries.empty() ? "" : " or ") + s; };
-  for (int64_t n = std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1; n >= 1;
-       --n) {
-    WindowedOptions w = o;
-    w.window_size = static_cast<int>(n);
-    if (fits(w, height, width)) {
-      suggest("--window-size " + std::to_string(n));
-      break;
-    }
-  }
+  auto suggest = [&](const std::string& s) {
+    if (!s.empty()) tries += (tries.empty() ? "" : " or ") + s;
+  };
+  auto with = [&](auto field) {
+    return [&, field](int64_t v) {
+      WindowedOptions w = o;
+      w.*field = static_cast<int>(v);
+      return fits(w, height, width);
+    };
+  };
+  suggest(first_fit("--window-size",
+                    std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1, 1, -1,
+                    with(&WindowedOptions::window_size)));
   // The page pool is sized by the sliding window, whatever the window size.
-  for (int64_t n = o.sliding_window - 1; n >= 1; --n) {
-    WindowedOptions w = o;
-    w.sliding_window = static_cast<int>(n);
-    if (fits(w, height, width)) {
-      suggest("--window " + std::to_string(n));
-      break;
-    }
-  }
-  const int64_t p = config.patch;
-  for (int64_t w = width - p; w >= p; w -= p) {
-    const int64_t h = std::max(p, height * w / width / p * p);
-    if (fits(o, h, w)) {
-      suggest("--size " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
-              " input)");
-      break;
-    }
-  }
+  suggest(
+      first_fit("--window", o.sliding_window - 1, 1, -1, with(&WindowedOptions::sliding_window)));
+  suggest(smaller_size_that_fits(height, width, config.patch,
+                                 [&](int64_t h, int64_t w) { return fits(o, h, w); }));
   return shortfall_line(need, available, tries);
 }
 
