@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The GPU measurement behind docs/PERFORMANCE.md, in one call on the GPU machine: Release build,
+# GPU tests (GpuOps, GpuParity on LINGBOT_FIXTURES), our benchmark at the reference profiler's
+# settings, the reference profiler itself (when REF names a checkout of the reference with its
+# Python dependencies), a 2000-frame run with the special stream capped, and the GPU preflight.
+# Usage, from the repository root: [REF=/path/to/reference] OUT=/tmp/out tests/gpu/compare_reference.sh
+set -u
+OUT=${OUT:-/tmp/lingbot-compare}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+t0=$(date +%s)
+{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=OFF &&
+  ninja -C build lingbot-map lingbot_tests; } >"$OUT/build.log" 2>&1 ||
+  { grep -E "error" "$OUT/build.log" | head; exit 1; }
+echo "build $(($(date +%s) - t0)) s"
+timeout 200 build/tests/lingbot_tests --gtest_filter='GpuOps*' >"$OUT/ops.log" 2>&1
+echo "GpuOps rc=$?"; grep -E "^\[  FAILED|Failure" "$OUT/ops.log" | head -20
+timeout 300 build/tests/lingbot_tests --gtest_filter='GpuParity*' >"$OUT/parity.log" 2>&1
+echo "GpuParity rc=$?"; grep -E "parity \]|FAILED|Failure" "$OUT/parity.log" | head -20
+timeout 150 build/lingbot-map bench --device cuda --json "$OUT/ours.json" | tee "$OUT/bench.txt"
+if [ -n "${REF:-}" ]; then
+  (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
+    --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
+  grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -12
+fi
+timeout 200 build/lingbot-map bench --device cuda --frames 2000 --warmup 0 \
+  --max-special-frames 256 --json "$OUT/capped.json" | tee "$OUT/capped.txt"
+python3 - "$OUT/capped.json" <<'PY'
+import json, statistics, sys
+ms = json.load(open(sys.argv[1]))["frame_ms"]
+for a in range(100, len(ms), 400):
+    print(f"frames {a + 8}-{a + 108}: median {statistics.median(ms[a:a + 100]):.1f} ms")
+PY
+if [ -d "${LINGBOT_FIXTURES:-}/full/frames" ]; then
+  build/lingbot-map run --device cuda --model synthetic:3 --input "$LINGBOT_FIXTURES/full/frames" \
+    --out "$OUT/dry" --dry-run
+fi
+echo "total $(($(date +%s) - t0)) s"
