@@ -10,6 +10,7 @@ namespace {
 constexpr float kMean[3] = {0.485f, 0.456f, 0.406f};
 constexpr float kStd[3] = {0.229f, 0.224f, 0.225f};
 
+// images01 [S, 3, H, W] in [0, 1] -> (x - mean) / std with ImageNet's constants, into `out`.
 // Plane by plane: the channel comes from the loop, not from a division per pixel.
 void normalize_into(const Tensor& images01, float* out) {
   const int64_t plane = images01.dim(2) * images01.dim(3), planes = images01.numel() / plane;
@@ -23,12 +24,6 @@ void normalize_into(const Tensor& images01, float* out) {
 }
 
 }  // namespace
-
-Tensor normalize_imagenet(const Tensor& images01) {
-  Tensor out = Tensor::zeros(images01.shape());
-  normalize_into(images01, out.f32());
-  return out;
-}
 
 Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
     : backend_(backend), cfg_(config) {

@@ -19,9 +19,6 @@ namespace lingbot {
 KVCacheConfig kv_cache_config(const ModelConfig& config, int64_t height, int64_t width,
                               const StreamOptions& options);
 
-// images01 [S, 3, H, W] host F32 in [0, 1] -> ImageNet-normalized copy.
-Tensor normalize_imagenet(const Tensor& images01);
-
 class Model {
  public:
   Model(Backend& backend, WeightLoader& weights, const ModelConfig& config);
