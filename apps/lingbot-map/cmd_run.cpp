@@ -327,7 +327,7 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
                   "adaptive keyframes: keep a frame when its reprojection motion since the last "
                   "keyframe exceeds this many pixels (0 = off, fixed interval)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--max-non-keyframe-gap", s.max_non_keyframe_gap,
                   "adaptive keyframes: force a keyframe after this many frames")
       ->capture_default_str()
@@ -336,7 +336,7 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
                   "bounded memory: attend to the special tokens of only the N most recently "
                   "evicted frames (0 = all, as the reference)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
 }
 
 void add_run(CLI::App& app) {
@@ -350,10 +350,10 @@ void add_run(CLI::App& app) {
   sub->add_option("--fps", a->fps,
                   "video files: keep every round(source fps / F)-th frame (0 = every frame)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--first-k", a->first_k, "only the first K frames (before --stride; 0 = all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--stride", a->stride, "then every N-th of those frames")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
@@ -382,7 +382,7 @@ void add_run(CLI::App& app) {
   sub->add_flag("--no-preflight", a->no_preflight, "skip the check that the run fits in memory");
   // Hidden: for tests, and for users who want a cap below what is free.
   sub->add_option("--memory-limit-gb", a->memory_limit_gb, "memory the run may use (GB)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->group("");
   add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return run(*a); }});

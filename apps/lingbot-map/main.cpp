@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     return lingbot::cli::run_selected(app);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "lingbot-map: error: %s (see --help)\n", e.what());
   } catch (const lingbot::Error& e) {
     std::fprintf(stderr, "lingbot-map: error: %s\n", e.what());
   } catch (const std::bad_alloc&) {

@@ -107,7 +107,7 @@ void add_export_options(CLI::App* sub, ExportArgs& a) {
       ->check(CLI::Range(1, 1 << 16));
   sub->add_option("--depth-scale", a.depth_scale, "16-bit depth PNG value = depth x this")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
 }
 
 ExportOptions export_options(const ExportArgs& a, FrameNamer name) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -25,6 +26,21 @@ struct RunOutputs {
   std::function<double(int64_t)> timestamp;  // TUM seconds of frame i; empty = the index
   std::function<int64_t()> dropped;          // live sources: frames dropped so far
 };
+
+// Sign checks with short messages (CLI11's NonNegativeNumber prints the largest double in full).
+inline CLI::Validator sign_check(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end) return "not a number: " + text;
+        if (v > 0 || (allow_zero && v == 0)) return "";
+        return std::string("must be ") + (allow_zero ? ">= 0" : "> 0") + ", got " + text;
+      },
+      allow_zero ? "NONNEGATIVE" : "POSITIVE");
+}
+inline const CLI::Validator kNonNegative = sign_check(true);
+inline const CLI::Validator kPositive = sign_check(false);
 
 // The --export, --conf-threshold, --point-stride and --depth-scale flags of run and demo.
 struct ExportArgs {

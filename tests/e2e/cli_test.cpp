@@ -187,6 +187,14 @@ TEST_F(Cli, BadOptions) {
   test::expect_clean_cli_failure("run --model synthetic:1 --arch tiny --device tpu --input " +
                                      frames() + " --out " + path("x"),
                                  "tpu");
+  // Command-line parse errors are one line too.
+  test::expect_clean_cli_failure(
+      "run --input " + frames() + " --out " + path("x") + " --max-special-frames -1", ">= 0");
+  test::expect_clean_cli_failure("run --input " + frames() + " --out " + path("x") + " --fps x",
+                                 "not a number");
+  test::expect_clean_cli_failure(
+      "run --model synthetic:1 --input " + frames() + " --out " + path("x") + " --no-such-flag",
+      "no-such-flag");
 }
 
 }  // namespace
