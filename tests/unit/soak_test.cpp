@@ -2,7 +2,7 @@
 // caches, exactly as the preflight computes, and with max_special_frames it stops growing once
 // the cap is reached. The default runs are short enough for the suite; LINGBOT_SOAK_FRAMES=10000
 // runs the long soak (CTest label `soak`, see tests/CMakeLists.txt): on 2 shared CPU cores the
-// uncapped 10,000 frames alone take more than 15 minutes, as each frame attends to all earlier
+// uncapped 10,000 frames alone take over an hour, as each frame attends to all earlier
 // frames' specials.
 #include <gtest/gtest.h>
 
