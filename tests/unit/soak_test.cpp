@@ -45,8 +45,7 @@ struct Expected {
 
 // What the caches hold after `frames` frames (all keyframes) under `opt`.
 Expected expected(const ModelConfig& cfg, const StreamOptions& opt, int64_t frames) {
-  KVCacheConfig kv = kv_cache_config(cfg, kSize, kSize, opt);
-  kv.max_special_frames = opt.max_special_frames;
+  const KVCacheConfig kv = kv_cache_config(cfg, kSize, kSize, opt);
   const int64_t slots = opt.camera_iterations * kCameraDepth;
   return {PagedKVCache::bytes_for(kv, frames),
           CameraCache::bytes_for(slots, 2 * cfg.dim, DType::F32, kCameraChunk, frames,
