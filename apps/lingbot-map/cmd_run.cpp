@@ -159,11 +159,13 @@ struct Preflight {
   int64_t height, width, frames;
   StreamOptions stream;
   std::optional<WindowedOptions> windowed;
+  ResultOutputs results;  // what the outputs keep on the host
   MemoryEstimate need;
 
   void estimate() {
-    need = windowed ? estimate_windowed_memory(config, compute, height, width, frames, *windowed)
-                    : estimate_memory(config, compute, height, width, frames, stream);
+    need = windowed ? estimate_windowed_memory(config, compute, height, width, frames, *windowed,
+                                               &results)
+                    : estimate_memory(config, compute, height, width, frames, stream, &results);
   }
   std::string describe() const {
     return std::to_string(frames) + " frames at " + std::to_string(width) + "x" +
@@ -175,17 +177,37 @@ struct Preflight {
     return ", " + std::to_string(stored_frames(frames, stream)) + " frames cached";
   }
   std::string explain(size_t available) const {
-    return windowed
-               ? explain_windowed_shortfall(need, available, config, compute, height, width, frames,
-                                            *windowed)
-               : explain_shortfall(need, available, config, compute, height, width, frames, stream);
+    return windowed ? explain_windowed_shortfall(need, available, config, compute, height, width,
+                                                 frames, *windowed, &results)
+                    : explain_shortfall(need, available, config, compute, height, width, frames,
+                                        stream, &results);
   }
+  // Windowed runs are bounded per window: no growth to note.
+  std::string note() const { return windowed ? "" : growth_note(need, stream); }
 };
+
+// What the run's outputs keep of its results on the host, for the estimate.
+ResultOutputs result_outputs(const RunArgs& a, const ExportOptions& exports, int64_t keep_recent) {
+  const auto& f = exports.formats;
+  return {.glb = std::find(f.begin(), f.end(), "glb") != f.end(),
+          .point_stride = a.exports.point_stride,
+          .recent_frames = keep_recent,
+          .on_host = a.engine.device == "cpu"};
+}
 
 // Throws, before the first frame runs, when the estimate exceeds what the run may use: the
 // --memory-limit-gb cap, else free device memory after loading (the weights already resident
-// there count as available), else the host's available memory. Unknown memory passes.
+// there count as available), else the host's available memory. Unknown memory passes. On a GPU
+// the results kept on the host are checked against the host's available memory too.
 void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine) {
+  if (!p.results.on_host) {
+    const size_t host = host_memory_available();
+    if (host && p.need.results > host)
+      throw Error("not enough host memory for " + p.describe() + ": the results kept for the " +
+                  "outputs need ~" + format_gb(p.need.results) + ", " + format_gb(host) +
+                  " available: process fewer frames (--first-k, --stride, --fps), a smaller "
+                  "--size, or export without glb (--no-preflight skips this check)");
+  }
   size_t available = 0;
   if (a.memory_limit_gb > 0) {
     available = static_cast<size_t>(a.memory_limit_gb * 1e9);
@@ -228,6 +250,7 @@ int run(const RunArgs& a) {
       input->count() > 0 ? input->count() : int64_t{a.stream.scale_frames} + a.stream.window;
   RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input->names()),
                      input->count()};
+  const int64_t keep_recent = in.keep_recent;
   outputs.timestamp = input->timestamps();
   if (input->live()) outputs.dropped = [&] { return input->dropped(); };
   StreamOptions stream = a.stream;
@@ -253,27 +276,29 @@ int run(const RunArgs& a) {
                 frames,
                 stream};
     if (windowed) p.windowed = windowed_options(a);
+    p.results = result_outputs(a, outputs.exports, keep_recent);
     p.estimate();
     pre = p;
   }
   if (a.dry_run) {
     const MemoryEstimate& m = pre->need;
-    std::printf(
-        "memory estimate for %s%s: ~%s (weights %s, KV cache %s, camera cache %s, "
-        "activations %s)\n",
-        pre->describe().c_str(), pre->cached().c_str(), format_gb(m.total).c_str(),
-        format_gb(m.weights).c_str(), format_gb(m.kv_cache).c_str(),
-        format_gb(m.camera_cache).c_str(), format_gb(m.activations).c_str());
+    // On a GPU the results are host memory, listed but not in the device total.
+    std::printf("memory estimate for %s%s: ~%s (%s%s)\n", pre->describe().c_str(),
+                pre->cached().c_str(), format_gb(m.total).c_str(), describe_terms(m).c_str(),
+                pre->results.on_host ? "" : " on the host");
+    bool fits = true;
     if (a.memory_limit_gb > 0 || a.engine.device == "cpu") {
       const size_t available = a.memory_limit_gb > 0 ? static_cast<size_t>(a.memory_limit_gb * 1e9)
                                                      : host_memory_available();
-      if (available && m.total > available)
+      fits = !available || m.total <= available;
+      if (!fits)
         std::printf("%s\n", pre->explain(available).c_str());
       else if (available)
         std::printf("fits in %s available\n", format_gb(available).c_str());
     } else {
       std::printf("free GPU memory is checked when the run starts\n");
     }
+    if (fits && !pre->note().empty()) std::printf("%s\n", pre->note().c_str());
     return 0;
   }
   auto engine = Engine::create(a.engine);
@@ -295,7 +320,6 @@ int run(const RunArgs& a) {
   if (input->live())
     std::printf("%lld frames dropped (the model was slower than the source)\n",
                 static_cast<long long>(input->dropped()));
-  if (!input->end_note().empty()) std::printf("%s\n", input->end_note().c_str());
   if (!outputs.exports.formats.empty())
     std::printf("exports in %s/: %s\n", a.out.c_str(), join(outputs.exports.formats).c_str());
   return 0;

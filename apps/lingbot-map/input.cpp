@@ -94,7 +94,11 @@ class VideoInput final : public FrameInput {
     }
     while (next_ <= i) {
       std::optional<VideoFrame> f = reader_->next();
-      if (!f) return std::nullopt;
+      if (!f) {
+        // A live source that failed after its first frame (a file's failure throws in next()).
+        if (live_ && !reader_->end_reason().empty()) throw Error(reader_->end_reason());
+        return std::nullopt;
+      }
       const int64_t index = next_++;
       if (index < i) continue;
       if (static_cast<int64_t>(times_.size()) == index) times_.push_back(f->timestamp);
@@ -113,10 +117,6 @@ class VideoInput final : public FrameInput {
     return [this](int64_t i) {
       return i >= 0 && i < static_cast<int64_t>(times_.size()) ? times_[i] : double(i);
     };
-  }
-  std::string end_note() const override {
-    const std::string why = reader_->end_reason();
-    return why.empty() ? "" : "the stream ended: " + why;
   }
 
  private:

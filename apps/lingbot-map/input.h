@@ -33,7 +33,8 @@ class FrameInput {
   virtual ~FrameInput() = default;
   // Frame i, or nothing past the end. Folders: any order. Videos: forward, or back to one of
   // the `keep_recent` latest frames; further back re-decodes a file from its start and is an
-  // error for a live source.
+  // error for a live source. Throws Error when the source fails (an unreadable image, a damaged
+  // file, a camera or stream that fails part way: once the frames it delivered are handed out).
   virtual std::optional<Tensor> get(int64_t i) = 0;
   // Frames expected: exact for folders (and video files with exact_count), the container's
   // estimate for other files, --first-k or 0 (unknown) for live sources.
@@ -43,8 +44,6 @@ class FrameInput {
   // Seconds of frame i on the source's clock, for TUM trajectories; empty for folders.
   virtual std::function<double(int64_t)> timestamps() const { return {}; }
   virtual FrameNamer names() const { return default_frame_name; }
-  // A line for the end of the run when a live source stopped early, else "".
-  virtual std::string end_note() const { return ""; }
 };
 
 // Throws Error with one line for a missing path, an empty folder, or a source that cannot be

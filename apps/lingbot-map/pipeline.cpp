@@ -19,10 +19,22 @@ namespace {
 // Collects per-frame results into the predictions file's tensors.
 class PredictionsWriter {
  public:
+  // `expected`: frames the run should have (0 = unknown). The buffers are reserved for them, so
+  // that they hold what the preflight counts rather than up to three times as much while growing
+  // (old and doubled buffer); reserved pages are only taken as they are written. A count that
+  // cannot be reserved (a container's wrong estimate) leaves them to grow.
+  explicit PredictionsWriter(int64_t expected) : expected_(std::max<int64_t>(expected, 0)) {}
   void add(const FrameResult& r) {
     if (frames_ == 0) {
       h_ = r.height;
       w_ = r.width;
+      const size_t n = static_cast<size_t>(expected_);
+      try {
+        for (auto* v : {&pose_, &k_}) v->reserve(n * 9);
+        for (auto* v : {&c2w_, &w2c_}) v->reserve(n * 12);
+        for (auto* v : {&depth_, &conf_}) v->reserve(n * r.depth.size());
+      } catch (const std::exception&) {  // std::length_error, std::bad_alloc
+      }
     }
     ++frames_;
     pose_.insert(pose_.end(), r.pose_enc.begin(), r.pose_enc.end());
@@ -47,7 +59,7 @@ class PredictionsWriter {
   }
 
  private:
-  int64_t frames_ = 0, h_ = 0, w_ = 0;
+  int64_t expected_ = 0, frames_ = 0, h_ = 0, w_ = 0;
   std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_;
 };
 
@@ -158,7 +170,7 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
   std::map<int64_t, Tensor> waiting;
   int64_t pushed = 0;
   auto session = engine.start(options);
-  PredictionsWriter predictions;
+  PredictionsWriter predictions(out.total_frames);
   RunSummary summary;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress(out.total_frames, out.dropped);
@@ -189,7 +201,18 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
     }
     if (!out.quiet) progress.update(summary.frames, r.keyframe);
   };
-  while (auto frame = source()) {
+  // A source that fails part way (a damaged file, a camera or stream that drops, an unreadable
+  // image) ends the run like its end would, so that the frames before it are delivered and
+  // written, and then fails it with the source's error.
+  std::optional<std::string> input_error;
+  for (;;) {
+    std::optional<Tensor> frame;
+    try {
+      frame = source();
+    } catch (const Error& e) {
+      input_error = e.what();
+    }
+    if (!frame) break;
     if (!sinks.empty()) waiting.emplace(pushed, *frame);
     ++pushed;
     session->push(*frame, on_result);
@@ -198,8 +221,11 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
   if (!out.quiet) progress.done();
   for (auto& s : sinks) s->finish();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (summary.frames == 0) throw Error("no frames to process");
+  if (summary.frames == 0) throw Error(input_error ? *input_error : "no frames to process");
   predictions.write(out.out_dir + "/predictions.safetensors");
+  if (input_error)
+    throw Error(*input_error + "; the results of the " + std::to_string(summary.frames) +
+                " frames before it are in " + out.out_dir + "/");
   return summary;
 }
 

@@ -223,8 +223,12 @@ class Decoder {
         arm_deadline();
         rc = av_read_frame(fmt_.get(), pkt_.get());
         if (rc < 0) {
-          const bool at_end = rc == AVERROR_EOF || (fmt_->pb && avio_feof(fmt_->pb));
-          if (!at_end || stop_) throw Error(source_ + ": reading failed (" + reason(rc) + ")");
+          // avio marks a failed read (a connection reset, a stall past the timeout) as the end
+          // of the input too, and keeps its error apart: that is a failure, not an end.
+          const int io = fmt_->pb && fmt_->pb->error != AVERROR_EOF ? fmt_->pb->error : 0;
+          const bool at_end = io == 0 && (rc == AVERROR_EOF || (fmt_->pb && avio_feof(fmt_->pb)));
+          if (!at_end || stop_)
+            throw Error(source_ + ": reading failed (" + reason(io < 0 ? io : rc) + ")");
           avcodec_send_packet(dec_.get(), nullptr);
           flushing_ = true;
           continue;

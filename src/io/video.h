@@ -49,8 +49,10 @@ class VideoReader {
   static std::unique_ptr<VideoReader> open(const std::string& source, const VideoOptions& options);
   virtual ~VideoReader() = default;
 
-  // The next kept frame, nothing at the end. Files: a decoding failure throws Error. Live: the
-  // stream ending or failing after the first frame ends it (see end_reason()).
+  // The next kept frame, nothing at the end. Files: a decoding or reading failure throws Error
+  // (packets the decoder finds damaged are skipped, as ffmpeg does, and a file cut short ends
+  // where it was cut, as FFmpeg reports it). Live: the stream ending or failing after the first
+  // frame ends it (see end_reason()).
   virtual std::optional<VideoFrame> next() = 0;
   // Live: frames decoded but dropped because the consumer was slower than the source.
   virtual bool live() const = 0;
@@ -60,7 +62,8 @@ class VideoReader {
   // Files: the sampling interval the fps option gave.
   virtual int interval() const = 0;
   virtual double source_fps() const = 0;
-  // Why a live stream ended early ("" when it ended normally or has not ended).
+  // Why a live stream ended early: it failed (a read or decoding error, a stall past the timeout);
+  // "" when it ended normally or has not ended.
   virtual std::string end_reason() const = 0;
 };
 

@@ -152,15 +152,17 @@ int64_t stored_frames(int64_t frames, const StreamOptions& stream) {
 }
 
 MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t height,
-                               int64_t width, int64_t frames, const StreamOptions& stream) {
+                               int64_t width, int64_t frames, const StreamOptions& stream,
+                               const ResultOutputs* results) {
   MemoryEstimate m;
   const size_t e = dtype_size(compute);
   const Counts n = count(config);
   m.weights = n.compute * e + n.f32 * 4;
 
   const int64_t stored = stored_frames(frames, stream);
-  m.kv_cache =
-      PagedKVCache::bytes_for(kv_config_for(config, compute, height, width, stream), stored);
+  const KVCacheConfig kv = kv_config_for(config, compute, height, width, stream);
+  m.kv_cache = PagedKVCache::bytes_for(kv, stored);
+  m.special_stream = m.kv_cache - PagedKVCache::bytes_for(kv, 0);  // less the page pool
 
   // One camera token (width 2C, F32) per stored frame, K and V, in every (iteration, block) slot.
   m.camera_cache =
@@ -184,8 +186,39 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
   a += plan + static_cast<size_t>(std::max(scratch, partials)) * 4 + kGemmWorkspace;
   m.activations = a + a / 10;
 
+  if (results) m.results = estimate_result_memory(*results, height, width, frames, s1);
   m.total = m.weights + m.kv_cache + m.camera_cache + m.activations;
+  if (results && results->on_host) m.total += m.results;
   return m;
+}
+
+size_t estimate_result_memory(const ResultOutputs& r, int64_t height, int64_t width, int64_t frames,
+                              int64_t scale_frames, int64_t window_frames) {
+  const size_t f4 = 4, plane = static_cast<size_t>(height * width) * f4;
+  const size_t n = static_cast<size_t>(std::max<int64_t>(frames, 0));
+  const size_t s1 =
+      static_cast<size_t>(std::clamp<int64_t>(scale_frames, 1, std::max<int64_t>(frames, 1)));
+  size_t b = 0;
+  // Per frame: pose_enc, c2w, w2c, intrinsics (9 + 12 + 12 + 9 floats) and the TUM timestamp,
+  // and for the predictions file depth and confidence.
+  b += n * (42 * f4 + 8);
+  if (r.predictions) {
+    b += n * 2 * plane;
+    // Windowed: the window being aligned and the previous one (their depth and confidence) beside
+    // the stitched result; frame types and keyframe flags.
+    if (r.windowed) b += 2 * static_cast<size_t>(window_frames) * 2 * plane + 2 * n;
+  }
+  if (r.glb) {
+    const int64_t stride = std::max(r.point_stride, 1);
+    const size_t points =
+        static_cast<size_t>(((height + stride - 1) / stride) * ((width + stride - 1) / stride));
+    b += n * (points * 16 + 80);  // x y z F32 + RGBA8 per point; camera and typical depth
+  }
+  // The session: two result slots (normalized input 3 planes, depth, confidence) of a phase-1
+  // call; the phase-1 frames and their batched copy; two frames waiting for their results.
+  b += 2 * s1 * 5 * plane + 2 * s1 * 3 * plane + 2 * 3 * plane;
+  b += static_cast<size_t>(std::max<int64_t>(r.recent_frames - 1, 0)) * 3 * plane;
+  return b;
 }
 
 std::string format_gb(size_t bytes) {
@@ -210,14 +243,12 @@ namespace {
 
 // The numbers and the suggestions, `tries` being "--a 1 or --b 2" or empty.
 std::string shortfall_line(const MemoryEstimate& need, size_t available, std::string tries) {
-  const auto num = format_gb;
   if (tries.empty())
     tries = "no single setting fits; combine them or use a larger device";
   else
     tries = "try " + tries;
-  return "needs ~" + format_gb(need.total) + " (weights " + num(need.weights) + ", KV cache " +
-         num(need.kv_cache) + ", camera cache " + num(need.camera_cache) + ", activations " +
-         num(need.activations) + "), " + format_gb(available) + " available: " + tries;
+  return "needs ~" + format_gb(need.total) + " (" + describe_terms(need) + "), " +
+         format_gb(available) + " available: " + tries;
 }
 
 // Linear scans (from, from + step, ..., to) for the mildest setting that fits on its own: the
@@ -228,6 +259,30 @@ std::string first_fit(const std::string& flag, int64_t from, int64_t to, int64_t
   for (int64_t v = from; step > 0 ? v <= to : v >= to; v += step)
     if (fits(v)) return flag + " " + std::to_string(v);
   return "";
+}
+
+// The largest value in [lo, hi] that fits, by bisection: for a knob whose estimate never shrinks
+// as the value grows (the special-frame cap: keeping more rows never takes fewer chunks). ""
+// when even `lo` does not fit.
+template <class Fits>
+std::string largest_fit(const std::string& flag, int64_t lo, int64_t hi, Fits fits) {
+  if (lo > hi || !fits(lo)) return "";
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return flag + " " + std::to_string(lo);
+}
+
+// Frames whose specials a run of `stored` kept frames moves into the special stream, and so the
+// largest cap that still changes anything (a smaller one than a cap already set).
+int64_t cap_range(int64_t stored, const StreamOptions& s) {
+  const int64_t resident = (s.include_scale_frames ? s.scale_frames : 0) + s.window;
+  const int64_t evicted = s.cross_frame_special ? std::max<int64_t>(stored - resident, 0) : 0;
+  return s.max_special_frames > 0 ? std::min(evicted, s.max_special_frames) : evicted;
 }
 
 // The widest smaller input of the same aspect (sides multiples of the patch) that fits.
@@ -244,11 +299,20 @@ std::string smaller_size_that_fits(int64_t height, int64_t width, int64_t patch,
 
 }  // namespace
 
+std::string describe_terms(const MemoryEstimate& m) {
+  std::string s = "weights " + format_gb(m.weights) + ", KV cache " + format_gb(m.kv_cache) +
+                  ", camera cache " + format_gb(m.camera_cache) + ", activations " +
+                  format_gb(m.activations);
+  if (m.results) s += ", results " + format_gb(m.results);
+  return s;
+}
+
 std::string explain_shortfall(const MemoryEstimate& need, size_t available,
                               const ModelConfig& config, DType compute, int64_t height,
-                              int64_t width, int64_t frames, const StreamOptions& stream) {
+                              int64_t width, int64_t frames, const StreamOptions& stream,
+                              const ResultOutputs* results) {
   auto fits = [&](const StreamOptions& s, int64_t h, int64_t w) {
-    return estimate_memory(config, compute, h, w, frames, s).total <= available;
+    return estimate_memory(config, compute, h, w, frames, s, results).total <= available;
   };
   // For each knob, the mildest setting that fits on its own.
   std::string tries;
@@ -273,7 +337,19 @@ std::string explain_shortfall(const MemoryEstimate& need, size_t available,
                     with(&StreamOptions::scale_frames)));
   suggest(smaller_size_that_fits(height, width, config.patch,
                                  [&](int64_t h, int64_t w) { return fits(stream, h, w); }));
+  // The special stream and the camera caches grow with the run; a cap bounds both.
+  suggest(largest_fit("--max-special-frames", 1, cap_range(stored, stream) - 1,
+                      with(&StreamOptions::max_special_frames)));
   return shortfall_line(need, available, tries);
+}
+
+std::string growth_note(const MemoryEstimate& m, const StreamOptions& stream) {
+  if (stream.max_special_frames > 0) return "";  // already bounded
+  const size_t growing = m.special_stream + m.camera_cache;
+  if (m.total == 0 || 2 * growing <= m.total) return "";
+  return "note: " + format_gb(growing) + " of the ~" + format_gb(m.total) +
+         " is the special-token stream and camera caches, which grow with the number of frames; "
+         "--max-special-frames N bounds them (see \"Long sequences\" in docs/ARCHITECTURE.md)";
 }
 
 int64_t longest_window(int64_t frames, const WindowedOptions& o) {
@@ -291,23 +367,24 @@ int64_t window_cached_frames(int64_t frames, const WindowedOptions& o) {
   return std::min<int64_t>(frames, std::max<int64_t>(o.window_size, ws));
 }
 
-StreamOptions window_stream_options(const WindowedOptions& o) {
-  // As run_windowed starts its session.
-  return {.scale_frames = o.scale_frames,
-          .window = o.sliding_window,
-          .keyframe_interval = o.keyframe_interval,
-          .camera_iterations = o.camera_iterations,
-          .flow_threshold = o.flow_threshold,
-          .max_non_keyframe_gap = o.max_non_keyframe_gap,
-          .max_special_frames = o.max_special_frames};
-}
-
 MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute, int64_t height,
-                                        int64_t width, int64_t frames, const WindowedOptions& o) {
+                                        int64_t width, int64_t frames, const WindowedOptions& o,
+                                        const ResultOutputs* results) {
   // The peak window is a streaming run of its cached frames, every one of them kept.
   StreamOptions s = window_stream_options(o);
   s.keyframe_interval = 1;
-  return estimate_memory(config, compute, height, width, window_cached_frames(frames, o), s);
+  MemoryEstimate m =
+      estimate_memory(config, compute, height, width, window_cached_frames(frames, o), s);
+  if (results) {
+    // The results cover the whole sequence; with a flow threshold a window runs until it has
+    // its keyframes, at most the whole sequence.
+    ResultOutputs r = *results;
+    r.windowed = true;
+    const int64_t window = o.flow_threshold > 0 ? frames : longest_window(frames, o);
+    m.results = estimate_result_memory(r, height, width, frames, o.scale_frames, window);
+    if (r.on_host) m.total += m.results;
+  }
+  return m;
 }
 
 std::string describe_windows(int64_t frames, const WindowedOptions& o) {
@@ -320,9 +397,10 @@ std::string describe_windows(int64_t frames, const WindowedOptions& o) {
 
 std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
                                        const ModelConfig& config, DType compute, int64_t height,
-                                       int64_t width, int64_t frames, const WindowedOptions& o) {
+                                       int64_t width, int64_t frames, const WindowedOptions& o,
+                                       const ResultOutputs* results) {
   auto fits = [&](const WindowedOptions& w, int64_t h, int64_t wd) {
-    return estimate_windowed_memory(config, compute, h, wd, frames, w).total <= available;
+    return estimate_windowed_memory(config, compute, h, wd, frames, w, results).total <= available;
   };
   std::string tries;
   auto suggest = [&](const std::string& s) {
@@ -338,11 +416,16 @@ std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t availa
   suggest(first_fit("--window-size",
                     std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1, 1, -1,
                     with(&WindowedOptions::window_size)));
-  // The page pool is sized by the sliding window, whatever the window size.
-  suggest(
-      first_fit("--window", o.sliding_window - 1, 1, -1, with(&WindowedOptions::sliding_window)));
+  // The page pool is sized by the sliding window, or by the window size when that is smaller
+  // (window_stream_options): only a sliding window below the latter helps.
+  suggest(first_fit("--window", window_stream_options(o).window - 1, 1, -1,
+                    with(&WindowedOptions::sliding_window)));
   suggest(smaller_size_that_fits(height, width, config.patch,
                                  [&](int64_t h, int64_t w) { return fits(o, h, w); }));
+  StreamOptions s = window_stream_options(o);
+  s.keyframe_interval = 1;
+  suggest(largest_fit("--max-special-frames", 1, cap_range(window_cached_frames(frames, o), s) - 1,
+                      with(&WindowedOptions::max_special_frames)));
   return shortfall_line(need, available, tries);
 }
 

@@ -13,11 +13,31 @@
 
 namespace lingbot {
 
+// What a run keeps of its results on the host, beyond the model's own memory: passed to the
+// estimates below, it is counted in MemoryEstimate::results (see estimate_result_memory).
+struct ResultOutputs {
+  bool predictions = true;  // predictions.safetensors: every frame's depth, confidence and pose
+                            // are collected until the end of the run
+  bool glb = false;         // the GLB export keeps every frame's points until the end
+  int point_stride = 4;     // --point-stride of the GLB points
+  // Input frames the reader keeps after handing them out (windowed overlaps); 0 or 1 = none.
+  int64_t recent_frames = 0;
+  // Windowed mode: the results are stitched from windows, each held whole until aligned.
+  bool windowed = false;
+  // The model runs on the host (the CPU backend): the results then count in `total`, which is
+  // checked against host memory; on a GPU they are host memory beside the device's.
+  bool on_host = true;
+};
+
 struct MemoryEstimate {
-  size_t weights = 0;       // transformer matrices in the compute dtype, everything else F32
-  size_t kv_cache = 0;      // paged aggregator cache, all global layers, special stream included
-  size_t camera_cache = 0;  // camera head K/V, F32, grown in whole chunks
-  size_t activations = 0;   // work buffers, depth-head plan, backend scratch (see the .cpp)
+  size_t weights = 0;         // transformer matrices in the compute dtype, everything else F32
+  size_t kv_cache = 0;        // paged aggregator cache, all global layers, special stream included
+  size_t special_stream = 0;  // part of kv_cache: the evicted frames' special tokens
+  size_t camera_cache = 0;    // camera head K/V, F32, grown in whole chunks
+  size_t activations = 0;     // work buffers, depth-head plan, backend scratch (see the .cpp)
+  size_t results = 0;         // host: results kept for the outputs (estimate_result_memory)
+  // What must fit where the model runs: weights, caches and activations, and the results when
+  // they share that memory (ResultOutputs::on_host).
   size_t total = 0;
 };
 
@@ -29,15 +49,40 @@ size_t count_parameters(const ModelConfig& config);
 int64_t stored_frames(int64_t frames, const StreamOptions& stream);
 
 // height and width are the model input (after preprocessing), multiples of the patch size.
+// `results`: what the run keeps of its results (none counted when null).
 MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t height,
-                               int64_t width, int64_t frames, const StreamOptions& stream);
+                               int64_t width, int64_t frames, const StreamOptions& stream,
+                               const ResultOutputs* results = nullptr);
+
+// Host bytes a run of `frames` frames keeps of its results, growing with the run:
+// - predictions.safetensors: depth and confidence (F32 [H, W] each), pose_enc, c2w, w2c and
+//   intrinsics of every frame, collected until the end (windowed: the stitched result, plus the
+//   two windows being aligned, each held whole);
+// - the GLB export: every frame's points (16 bytes each; every point of the --point-stride grid,
+//   i.e. all of them above the confidence threshold) and its camera, until the end;
+// - the video timestamps of the TUM trajectory (8 bytes a frame);
+// and what the pipelined session holds on the host whatever the length: its two result slots
+// (normalized input, depth and confidence of up to a phase-1 call each: scale frames), the
+// phase-1 frames waiting in the session and their batched copy, the frames waiting for their
+// results, and the input frames the reader keeps (`recent_frames`). Other exports (PLY,
+// trajectories, JSON, COLMAP, nerfstudio, depth maps, images) are written frame by frame and
+// keep nothing. `window_frames`: windowed mode, the frames of the longest window.
+size_t estimate_result_memory(const ResultOutputs& results, int64_t height, int64_t width,
+                              int64_t frames, int64_t scale_frames, int64_t window_frames = 0);
 
 // One line for a run that does not fit in `available` bytes: the numbers, and the mildest change
-// of each knob (scale frames, window, keyframe interval, input width) that would make it fit.
-// The arguments after `available` are those the estimate was made with.
+// of each knob (scale frames, window, keyframe interval, input width) that would make it fit,
+// and the largest --max-special-frames that would, when the special stream and the camera caches
+// grow with the run. The arguments after `available` are those the estimate was made with.
 std::string explain_shortfall(const MemoryEstimate& need, size_t available,
                               const ModelConfig& config, DType compute, int64_t height,
-                              int64_t width, int64_t frames, const StreamOptions& stream);
+                              int64_t width, int64_t frames, const StreamOptions& stream,
+                              const ResultOutputs* results = nullptr);
+
+// For --dry-run of a run that fits (or whose device memory is unknown): a line when what grows
+// with the sequence and a special-frame cap would bound (the special stream and the camera
+// caches) is more than half of the estimate, else "".
+std::string growth_note(const MemoryEstimate& m, const StreamOptions& stream);
 
 // Windowed mode resets the session before every window, so the caches never hold more than one
 // window: the peak is that of the longest window, however long the sequence, and the special
@@ -49,18 +94,25 @@ int64_t longest_window(int64_t frames, const WindowedOptions& options);
 // The most frames one window keeps in the caches (scale frames and keyframes); with a flow
 // threshold windows follow the motion but still close at window_size cached frames.
 int64_t window_cached_frames(int64_t frames, const WindowedOptions& options);
-// The options each window is streamed with.
-StreamOptions window_stream_options(const WindowedOptions& options);
+// (window_stream_options, the options each window is streamed with, is in stream/windowed.h.)
 // ", windowed: 4 windows of up to 64 frames, 64 frames cached per window", for --dry-run.
 std::string describe_windows(int64_t frames, const WindowedOptions& options);
+// `results`: as estimate_memory's; windowed results cover the whole sequence.
 MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute, int64_t height,
                                         int64_t width, int64_t frames,
-                                        const WindowedOptions& options);
-// As explain_shortfall, with the knobs of windowed mode: window size, sliding window, input width.
+                                        const WindowedOptions& options,
+                                        const ResultOutputs* results = nullptr);
+// As explain_shortfall, with the knobs of windowed mode: window size, sliding window, special-frame
+// cap, input width.
 std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
                                        const ModelConfig& config, DType compute, int64_t height,
                                        int64_t width, int64_t frames,
-                                       const WindowedOptions& options);
+                                       const WindowedOptions& options,
+                                       const ResultOutputs* results = nullptr);
+
+// The estimate's terms, "weights 2.4 GB, KV cache 5.1 GB, camera cache 59 MB, activations
+// 4.2 GB" and ", results 1.2 GB" when results were estimated.
+std::string describe_terms(const MemoryEstimate& m);
 
 // "12.5 GB", or "57 MB" below 1 GB (decimal units, as the benchmark reports device memory).
 std::string format_gb(size_t bytes);

@@ -91,6 +91,17 @@ int64_t resolve_overlap(int64_t frames, const WindowedOptions& options) {
   return frames > 1 ? std::min(o, frames - 1) : 0;
 }
 
+StreamOptions window_stream_options(const WindowedOptions& o) {
+  const int64_t slots = std::max<int64_t>(int64_t{o.window_size} - o.scale_frames, 1);
+  return {.scale_frames = o.scale_frames,
+          .window = static_cast<int>(std::min<int64_t>(o.sliding_window, slots)),
+          .keyframe_interval = o.keyframe_interval,
+          .camera_iterations = o.camera_iterations,
+          .flow_threshold = o.flow_threshold,
+          .max_non_keyframe_gap = o.max_non_keyframe_gap,
+          .max_special_frames = o.max_special_frames};
+}
+
 std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,
                                                       const WindowedOptions& options) {
   check_options(options);
@@ -214,13 +225,7 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
                     " frames = scale frames + (window size - scale frames) x keyframe interval); "
                     "lower the overlap or raise the window size");
 
-  auto session = engine.start({.scale_frames = options.scale_frames,
-                               .window = options.sliding_window,
-                               .keyframe_interval = options.keyframe_interval,
-                               .camera_iterations = options.camera_iterations,
-                               .flow_threshold = options.flow_threshold,
-                               .max_non_keyframe_gap = options.max_non_keyframe_gap,
-                               .max_special_frames = options.max_special_frames});
+  auto session = engine.start(window_stream_options(options));
   std::vector<float> scales, transforms;
   WindowPrediction previous;
   int64_t written = 0, height = 0, width = 0, begin = 0, previous_end = 0;

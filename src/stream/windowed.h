@@ -33,6 +33,13 @@ struct WindowedOptions {
 // The overlap in frames for a sequence of `frames` frames (§5.1).
 int64_t resolve_overlap(int64_t frames, const WindowedOptions& options);
 
+// The options each window is streamed with. A window caches at most window_size frames (its
+// scale block, then window_size - scale keyframes), so its sliding window is cut to
+// window_size - scale frames (at least 1) when that is shorter: a longer one would only reserve
+// pages of the KV pool that are never filled. Nothing is evicted either way, so results do not
+// change.
+StreamOptions window_stream_options(const WindowedOptions& options);
+
 // The fixed-interval schedule (§5.2): windows [begin, end), in order. With a flow threshold the
 // windows are known only as they run (see run_windowed).
 std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,

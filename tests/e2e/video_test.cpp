@@ -1,6 +1,10 @@
 // `lingbot-map run` on video files and streams: clips encoded by the test, outputs parsed back,
 // sampling options, and one clear line for each kind of bad source.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,8 +12,10 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "sinks_test_util.h"
 #include "test_util.h"
 #include "video_test_util.h"
 #include "weights/safetensors.h"
@@ -39,7 +45,42 @@ class VideoCli : public test::TempDirTest {
   static std::string tiny() {
     return "run --model synthetic:1 --arch tiny --scale-frames 4 --window 6 --quiet ";
   }
+  // The frames `out` holds results of: the predictions' count, after checking that every export
+  // asked for by the failure tests agrees with it and is a complete file.
+  int64_t complete_outputs(const std::string& out) {
+    const auto t = read_safetensors(out + "/predictions.safetensors").tensors;
+    const int64_t n = t.at("pose_enc").dim(0);
+    EXPECT_EQ(t.at("depth").dim(0), n);
+    EXPECT_EQ(static_cast<int64_t>(lines_of(out + "/trajectory_tum.txt").size()), n);
+    EXPECT_EQ(static_cast<int64_t>(lines_of(out + "/frames.jsonl").size()), n);
+    const test::PlyCloud ply = test::read_ply(out + "/points.ply");
+    EXPECT_TRUE(ply.ok);
+    EXPECT_EQ(ply.extra_bytes, 0);  // finished: truncated to the counted points
+    const test::Glb glb = test::read_glb(out + "/points.glb");
+    EXPECT_TRUE(glb.ok()) << glb.error;
+    if (glb.ok()) EXPECT_EQ(glb.json["asset"]["extras"]["frames"].get<int64_t>(), n);
+    return n;
+  }
+  static constexpr const char* kExports = " --export tum,json,ply,glb --out ";
 };
+
+// An unreadable image part way through a folder: the frames before it are processed and written
+// (predictions and every export complete), then one error line and exit 1.
+TEST_F(VideoCli, UnreadableFramePartWayKeepsTheFramesBeforeIt) {
+  fs::create_directories(path("frames"));
+  for (const auto& e : fs::directory_iterator(test::fixtures_dir() + "/tiny/frames"))
+    fs::copy_file(e.path(), path("frames/" + e.path().filename().string()));
+  std::ofstream(path("frames/010.png"), std::ios::trunc) << "\x89PNG\r\n\x1a\n damaged";
+  const test::CliResult r = test::run_cli(tiny() + "--input " + path("frames") +
+                                          " --preprocess none" + kExports + path("out"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("lingbot-map: error: " + path("frames/010.png"), 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("; the results of the 10 frames before it are in " + path("out") + "/"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(complete_outputs(path("out")), 10);
+}
 
 #if LINGBOT_HAVE_FFMPEG
 
@@ -116,6 +157,83 @@ TEST_F(VideoCli, RealtimeSourceReportsDroppedFrames) {
   ASSERT_NE(at, std::string::npos) << r.output;
   const int dropped = std::stoi(r.output.substr(r.output.rfind('\n', at) + 1));
   EXPECT_EQ(static_cast<int>(lines_of(path("live/trajectory_tum.txt")).size()) + dropped, 24);
+}
+
+// A stream that stops part way, a camera unplugged: the source fails after delivering frames.
+// The frames it delivered are processed and written, then one error line and exit 1 (before,
+// avio's end-of-input flag hid the failure and the run ended as if the stream had).
+TEST_F(VideoCli, LiveSourceFailingPartWayKeepsWhatItDeliveredAndFails) {
+  ASSERT_EQ(test::encode_test_video(path("clip.avi"), 70, 56, 120, 10, "mjpeg"), "");
+  std::ifstream f(path("clip.avi"), std::ios::binary);
+  const std::string clip((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // A server that sends the first half of the clip, then nothing, until the client hangs up.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread server([&] {
+    pollfd p{listener, POLLIN, 0};
+    if (::poll(&p, 1, 60000) != 1) return;
+    const int c = ::accept(listener, nullptr, nullptr);
+    if (c < 0) return;
+    ::send(c, clip.data(), clip.size() / 2, MSG_NOSIGNAL);
+    char buf[256];
+    pollfd q{c, POLLIN, 0};
+    while (::poll(&q, 1, 60000) == 1 && ::recv(c, buf, sizeof buf, 0) > 0) {
+    }
+    ::close(c);
+  });
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const test::CliResult r =
+      test::run_cli(tiny() + "--input " + url + " --preprocess none" + kExports + path("out"));
+  server.join();
+  ::close(listener);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("lingbot-map: error: " + url + ": reading failed (", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("frames before it are in " + path("out") + "/"), std::string::npos)
+      << r.output;
+  // The model is slower than the source: frames were dropped, but some were processed.
+  const int64_t n = complete_outputs(path("out"));
+  EXPECT_GT(n, 0);
+  EXPECT_LT(n, 60);
+  EXPECT_NE(r.output.find("the results of the " + std::to_string(n) + " frames"), std::string::npos)
+      << r.output;
+}
+
+// Damaged video files, as FFmpeg reads them: a file cut short ends where it was cut, and packets
+// the decoder cannot decode are skipped (as the ffmpeg tool does). FFmpeg reports neither as an
+// error, so the run succeeds with the frames that could be read, and its outputs agree on them.
+// (An MP4 written front to back keeps its index at the end; cut short, it cannot be opened, which
+// is the one-line failure of BadSourcesFailWithOneLine.)
+TEST_F(VideoCli, DamagedVideoFilesRunOnTheFramesFFmpegCanRead) {
+  ASSERT_EQ(test::encode_test_video(path("clip.avi"), 70, 56, 24, 10, "mjpeg"), "");
+  ASSERT_EQ(test::encode_test_video(path("clip.mkv"), 70, 56, 24, 10, "ffv1"), "");
+  fs::copy_file(path("clip.avi"), path("cut.avi"));
+  fs::resize_file(path("cut.avi"), fs::file_size(path("clip.avi")) / 2);
+  fs::copy_file(path("clip.mkv"), path("noisy.mkv"));
+  {
+    const auto size = fs::file_size(path("clip.mkv"));
+    std::fstream m(path("noisy.mkv"), std::ios::in | std::ios::out | std::ios::binary);
+    m.seekp(static_cast<std::streamoff>(size / 2));
+    const std::string junk(size / 8, '\xff');
+    m.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  for (const char* name : {"cut.avi", "noisy.mkv"}) {
+    SCOPED_TRACE(name);
+    const std::string out = path(std::string(name) + ".out");
+    const test::CliResult r = test::run_cli(tiny() + "--input " + path(name) +
+                                            " --preprocess none --fps 0" + kExports + out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const int64_t n = complete_outputs(out);
+    EXPECT_GT(n, 4);
+    EXPECT_LT(n, 24);  // the frames in the damaged part are missing
+  }
 }
 
 TEST_F(VideoCli, BadSourcesFailWithOneLine) {

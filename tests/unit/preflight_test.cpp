@@ -5,11 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "cache/camera_cache.h"
+#include "cache/paged_kv.h"
 #include "lingbot/engine.h"
+#include "model/model.h"
+#include "stream/windowed.h"
 
 namespace lingbot {
 namespace {
@@ -163,7 +168,7 @@ TEST(Preflight, WindowedMemoryIsBoundedByTheWindow) {
   EXPECT_EQ(a.total, b.total);
   EXPECT_EQ(a.kv_cache, b.kv_cache);
   const StreamOptions s = window_stream_options(o);
-  EXPECT_EQ(s.window, o.sliding_window);
+  EXPECT_EQ(s.window, 56);  // a window holds 8 scale frames and 56 keyframes
   EXPECT_EQ(s.scale_frames, 8);
   EXPECT_EQ(a.total, estimate_memory(kReleased, DType::BF16, 378, 504, 64, s).total);
   // A streaming run of the same video keeps every keyframe's specials.
@@ -221,6 +226,300 @@ TEST(Preflight, WindowedShortfallSuggestsWindowKnobs) {
   EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, fit).total, available);
   EXPECT_GT(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, over).total,
             available);
+}
+
+// --- The special-frame cap in the shortfall line ------------------------------------------
+
+// The --max-special-frames N a shortfall line suggests, -1 if none.
+int64_t suggested_cap(const std::string& line) {
+  const size_t at = line.find("--max-special-frames ");
+  return at == std::string::npos ? -1 : std::stoll(line.substr(at + 21));
+}
+
+TEST(Preflight, ShortfallNamesTheLargestSpecialFrameCapThatFits) {
+  // 100,000 frames: the special stream and camera caches dominate.
+  const StreamOptions s;
+  const int64_t frames = 100000;
+  const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, frames, s);
+  StreamOptions capped = s;
+  capped.max_special_frames = 5000;
+  const size_t available =
+      estimate_memory(kReleased, DType::BF16, 378, 504, frames, capped).total + 100'000'000;
+  ASSERT_LT(available, m.total);
+  const std::string line =
+      explain_shortfall(m, available, kReleased, DType::BF16, 378, 504, frames, s);
+  const int64_t cap = suggested_cap(line);
+  ASSERT_GE(cap, 5000) << line;
+  EXPECT_LT(cap, frames - 8 - 64) << line;  // below what the stream would hold anyway
+  // The cap fits, the next larger one does not: the largest that fits.
+  StreamOptions fit = s, over = s;
+  fit.max_special_frames = cap;
+  over.max_special_frames = cap + 1;
+  EXPECT_LE(estimate_memory(kReleased, DType::BF16, 378, 504, frames, fit).total, available);
+  EXPECT_GT(estimate_memory(kReleased, DType::BF16, 378, 504, frames, over).total, available);
+  // Beside the other suggestions.
+  EXPECT_NE(line.find("--keyframe-interval "), std::string::npos) << line;
+
+  // A cap already set: a smaller one is suggested.
+  StreamOptions already = s;
+  already.max_special_frames = 50000;
+  const MemoryEstimate ma = estimate_memory(kReleased, DType::BF16, 378, 504, frames, already);
+  const std::string lower =
+      explain_shortfall(ma, available, kReleased, DType::BF16, 378, 504, frames, already);
+  EXPECT_EQ(suggested_cap(lower), cap) << lower;
+}
+
+TEST(Preflight, NoSpecialFrameCapWhereNothingIsEvictedOrNoCapFits) {
+  const StreamOptions s;  // scale 8 + window 64: 72 frames are never evicted
+  const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, 72, s);
+  const std::string line =
+      explain_shortfall(m, m.total - 1'000'000, kReleased, DType::BF16, 378, 504, 72, s);
+  EXPECT_EQ(suggested_cap(line), -1) << line;
+  // Even a cap of 1 leaves the weights, the pool and activations: nothing fits.
+  const MemoryEstimate longer = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s);
+  const std::string hopeless =
+      explain_shortfall(longer, m.weights, kReleased, DType::BF16, 378, 504, 10000, s);
+  EXPECT_EQ(suggested_cap(hopeless), -1) << hopeless;
+}
+
+// The bisection relies on the estimate never shrinking as the cap grows; a linear scan over
+// every cap of a smaller run finds the same largest fit.
+TEST(Preflight, SpecialFrameCapBisectionAgreesWithALinearScan) {
+  const StreamOptions s{.scale_frames = 4, .window = 6, .keyframe_interval = 1};
+  const int64_t frames = 1500;
+  const MemoryEstimate m = estimate_memory(kTiny, DType::F32, 56, 70, frames, s);
+  auto total = [&](int64_t cap) {
+    StreamOptions c = s;
+    c.max_special_frames = cap;
+    return estimate_memory(kTiny, DType::F32, 56, 70, frames, c).total;
+  };
+  const int64_t evicted = frames - 4 - 6;
+  for (int64_t cap = 1; cap + 1 < evicted; ++cap) ASSERT_LE(total(cap), total(cap + 1)) << cap;
+  for (const size_t available : {total(1), total(200), total(256), total(257), total(900),
+                                 total(1000) + 12345, total(evicted - 1)}) {
+    int64_t linear = -1;
+    for (int64_t cap = 1; cap < evicted; ++cap)
+      if (total(cap) <= available) linear = cap;
+    if (m.total <= available) continue;
+    const std::string line = explain_shortfall(m, available, kTiny, DType::F32, 56, 70, frames, s);
+    EXPECT_EQ(suggested_cap(line), linear) << line;
+  }
+}
+
+TEST(Preflight, GrowthNoteWhenTheGrowingCachesDominate) {
+  const StreamOptions s;
+  const MemoryEstimate longer = estimate_memory(kReleased, DType::BF16, 378, 504, 100000, s);
+  EXPECT_GT(2 * (longer.special_stream + longer.camera_cache), longer.total);
+  const std::string note = growth_note(longer, s);
+  EXPECT_EQ(note.find('\n'), std::string::npos) << note;
+  EXPECT_NE(note.find("--max-special-frames"), std::string::npos) << note;
+  EXPECT_NE(note.find(format_gb(longer.special_stream + longer.camera_cache)), std::string::npos)
+      << note;
+  // 300 frames: the pool, weights and activations dominate.
+  EXPECT_EQ(growth_note(estimate_memory(kReleased, DType::BF16, 378, 504, 300, s), s), "");
+  // A capped run does not grow.
+  StreamOptions capped = s;
+  capped.max_special_frames = 1000;
+  EXPECT_EQ(growth_note(estimate_memory(kReleased, DType::BF16, 378, 504, 100000, capped), capped),
+            "");
+}
+
+TEST(Preflight, SpecialStreamIsTheKVCacheBeyondThePagePool) {
+  const StreamOptions s{.scale_frames = 4, .window = 6, .keyframe_interval = 1};
+  EXPECT_EQ(estimate_memory(kTiny, DType::F32, 56, 70, 10, s).special_stream, 0u);
+  const MemoryEstimate m = estimate_memory(kTiny, DType::F32, 56, 70, 300, s);
+  const KVCacheConfig c = kv_cache_config(kTiny, 56, 70, s);
+  EXPECT_EQ(m.kv_cache - m.special_stream, PagedKVCache::bytes_for(c, 0));
+  // 290 evicted frames: two chunks of 256 frames' specials, every global layer, K and V.
+  EXPECT_EQ(m.special_stream, static_cast<size_t>(2 * 256 * 6 * kTiny.heads * kTiny.head_dim() * 4 *
+                                                  2 * kTiny.depth));
+}
+
+// --- Windowed mode sizes its pool by the window ---------------------------------------------
+
+// Records the options sessions are started with and the most KV bytes one reserved.
+class RecordingEngine final : public Engine {
+ public:
+  explicit RecordingEngine(Engine& inner) : inner_(inner) {}
+  ModelInfo info() const override { return inner_.info(); }
+  size_t device_memory_used() const override { return inner_.device_memory_used(); }
+  size_t device_memory_free() const override { return inner_.device_memory_free(); }
+  std::unique_ptr<Session> start(const StreamOptions& options) override {
+    started.push_back(options);
+    return std::make_unique<Recording>(inner_.start(options), *this);
+  }
+  std::vector<StreamOptions> started;
+  size_t kv_reserved = 0, camera_reserved = 0;  // the largest seen, all layers / slots
+
+ private:
+  class Recording final : public Session {
+   public:
+    Recording(std::unique_ptr<Session> s, RecordingEngine& e) : s_(std::move(s)), e_(e) {}
+    void push(const Tensor& image, const Callback& cb) override { s_->push(image, cb); }
+    void finish(const Callback& cb) override {
+      s_->finish(cb);
+      const CacheStats c = s_->cache_stats();
+      e_.kv_reserved = std::max(e_.kv_reserved, c.bytes_reserved * static_cast<size_t>(c.layers));
+      e_.camera_reserved = std::max(e_.camera_reserved, c.camera_cache_bytes_reserved);
+    }
+    void reset() override { s_->reset(); }
+    CacheStats cache_stats() const override { return s_->cache_stats(); }
+
+   private:
+    std::unique_ptr<Session> s_;
+    RecordingEngine& e_;
+  };
+  Engine& inner_;
+};
+
+TEST(Preflight, WindowedRunReservesOnlyThePagesAWindowFills) {
+  // Windows of 4 scale frames + 4 keyframes, under a sliding window of 64: before, every window
+  // reserved 4 + 64 + 1 pages per layer and filled 8.
+  const WindowedOptions o{.window_size = 8, .overlap = 2, .scale_frames = 4, .sliding_window = 64};
+  const StreamOptions s = window_stream_options(o);
+  EXPECT_EQ(s.window, 4);
+  EXPECT_EQ(PagedKVCache::pool_pages(kv_cache_config(kTiny, 56, 70, s)), 9);
+  const MemoryEstimate m = estimate_windowed_memory(kTiny, DType::F32, 56, 70, 20, o);
+  EXPECT_EQ(m.kv_cache, PagedKVCache::bytes_for(kv_cache_config(kTiny, 56, 70, s), 8));
+  // A sliding window longer than the window's keyframes changes nothing.
+  WindowedOptions longer = o;
+  longer.sliding_window = 1000;
+  EXPECT_EQ(estimate_windowed_memory(kTiny, DType::F32, 56, 70, 20, longer).total, m.total);
+  // A shorter one still sizes the pool (and evicts into the special stream).
+  WindowedOptions shorter = o;
+  shorter.sliding_window = 2;
+  EXPECT_EQ(window_stream_options(shorter).window, 2);
+  EXPECT_EQ(
+      PagedKVCache::pool_pages(kv_cache_config(kTiny, 56, 70, window_stream_options(shorter))), 7);
+
+  // What run_windowed really starts and reserves.
+  auto tiny = Engine::create({.model = "synthetic:1", .arch = "tiny"});
+  RecordingEngine engine(*tiny);
+  Tensor image = Tensor::zeros({3, 56, 70});
+  for (int64_t i = 0; i < image.numel(); ++i) image.f32()[i] = static_cast<float>(i % 89) / 89.f;
+  const WindowedResult r = run_windowed(
+      engine, 20, [&](int64_t) { return image; }, o);
+  EXPECT_EQ(r.windows.size(), 3u);
+  ASSERT_EQ(engine.started.size(), 1u);  // one session, reset between windows
+  EXPECT_EQ(engine.started[0].window, 4);
+  EXPECT_EQ(engine.kv_reserved, m.kv_cache);
+  EXPECT_EQ(engine.camera_reserved, m.camera_cache);
+}
+
+TEST(Preflight, WindowedShortfallScansOnlySlidingWindowsThatShrinkThePool) {
+  const WindowedOptions o{.window_size = 24, .overlap = 4, .scale_frames = 8, .sliding_window = 64};
+  const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 500, o);
+  const size_t available = m.total - 50'000'000;
+  const std::string line =
+      explain_windowed_shortfall(m, available, kReleased, DType::BF16, 378, 504, 500, o);
+  const size_t at = line.find("--window ");
+  ASSERT_NE(at, std::string::npos) << line;
+  const int window = std::stoi(line.substr(at + 9));
+  EXPECT_LT(window, 16) << line;  // below the 16 keyframes a window holds
+  WindowedOptions fit = o;
+  fit.sliding_window = window;
+  EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 500, fit).total, available);
+}
+
+TEST(Preflight, WindowedShortfallNamesASpecialFrameCapWhenWindowsEvict) {
+  // 600-frame windows through a sliding window of 16 evict 576 frames' specials each.
+  const WindowedOptions o{
+      .window_size = 600, .overlap = 16, .scale_frames = 8, .sliding_window = 16};
+  const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, o);
+  WindowedOptions capped = o;
+  capped.max_special_frames = 100;
+  const size_t available =
+      estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, capped).total;
+  ASSERT_LT(available, m.total);
+  const std::string line =
+      explain_windowed_shortfall(m, available, kReleased, DType::BF16, 378, 504, 5000, o);
+  const int64_t cap = suggested_cap(line);
+  ASSERT_GE(cap, 100) << line;
+  EXPECT_LT(cap, 576) << line;
+  WindowedOptions fit = o, over = o;
+  fit.max_special_frames = cap;
+  over.max_special_frames = cap + 1;
+  EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, fit).total, available);
+  EXPECT_GT(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, over).total,
+            available);
+}
+
+// --- Results kept on the host ---------------------------------------------------------------
+
+TEST(Preflight, ResultsCountWhatTheOutputsKeepPerFrame) {
+  const int64_t h = 56, w = 70, plane = h * w * 4;
+  const ResultOutputs plain;
+  // Per frame: depth and confidence, pose_enc, c2w, w2c, intrinsics, a timestamp.
+  const size_t per_frame = 2 * plane + 42 * 4 + 8;
+  EXPECT_EQ(
+      estimate_result_memory(plain, h, w, 200, 4) - estimate_result_memory(plain, h, w, 100, 4),
+      100 * per_frame);
+  // What does not grow: two result slots of a phase-1 call (input, depth, confidence), the
+  // phase-1 frames and their batch, two frames waiting for their results.
+  EXPECT_EQ(estimate_result_memory(plain, h, w, 100, 4) - 100 * per_frame,
+            static_cast<size_t>(2 * 4 * 5 * plane + 2 * 4 * 3 * plane + 2 * 3 * plane));
+  // The GLB export keeps every point of the stride grid: 14 x 18 at stride 4, 16 bytes each.
+  ResultOutputs glb;
+  glb.glb = true;
+  EXPECT_EQ(estimate_result_memory(glb, h, w, 100, 4) - estimate_result_memory(plain, h, w, 100, 4),
+            static_cast<size_t>(100 * (14 * 18 * 16 + 80)));
+  glb.point_stride = 1;
+  EXPECT_EQ(estimate_result_memory(glb, h, w, 100, 4) - estimate_result_memory(plain, h, w, 100, 4),
+            static_cast<size_t>(100 * (56 * 70 * 16 + 80)));
+  // Windowed: the two windows being aligned, and the frames the reader keeps for the overlaps.
+  ResultOutputs windowed;
+  windowed.windowed = true;
+  windowed.recent_frames = 9;
+  EXPECT_EQ(estimate_result_memory(windowed, h, w, 100, 4, 30) -
+                estimate_result_memory(plain, h, w, 100, 4),
+            static_cast<size_t>(2 * 30 * 2 * plane + 2 * 100 + 8 * 3 * plane));
+}
+
+TEST(Preflight, ResultsCountInTheTotalOnlyOnTheHost) {
+  const StreamOptions s;
+  const MemoryEstimate model = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s);
+  EXPECT_EQ(model.results, 0u);  // not asked for
+  ResultOutputs cpu, gpu;
+  gpu.on_host = false;
+  const MemoryEstimate on_cpu = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s, &cpu);
+  const MemoryEstimate on_gpu = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s, &gpu);
+  // 10,000 frames of 378x504 depth and confidence: 15.2 GB on the host.
+  EXPECT_NEAR(on_cpu.results / 1e9, 15.2, 0.2);
+  EXPECT_EQ(on_cpu.total, model.total + on_cpu.results);
+  EXPECT_EQ(on_gpu.results, on_cpu.results);
+  EXPECT_EQ(on_gpu.total, model.total);
+  // Named in the breakdown.
+  EXPECT_NE(describe_terms(on_cpu).find("results " + format_gb(on_cpu.results)), std::string::npos);
+  EXPECT_EQ(describe_terms(model).find("results"), std::string::npos);
+  // Windowed results cover the whole sequence, not one window.
+  const WindowedOptions o{.window_size = 64, .overlap = 16, .scale_frames = 8};
+  const MemoryEstimate wa =
+      estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 200, o, &cpu);
+  const MemoryEstimate wb =
+      estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 10000, o, &cpu);
+  EXPECT_GT(wb.results, on_cpu.results);  // + the two windows being aligned
+  EXPECT_EQ(wb.total - wb.results, wa.total - wa.results);
+}
+
+TEST(Preflight, ShortfallSuggestionsFitWithTheResults) {
+  const StreamOptions s;
+  const ResultOutputs cpu;
+  const MemoryEstimate m = estimate_memory(kReleased, DType::F32, 378, 504, 2000, s, &cpu);
+  const size_t available = m.total - 2'000'000'000;
+  const std::string line =
+      explain_shortfall(m, available, kReleased, DType::F32, 378, 504, 2000, s, &cpu);
+  EXPECT_NE(line.find("results " + format_gb(m.results)), std::string::npos) << line;
+  const int64_t cap = suggested_cap(line);
+  ASSERT_GT(cap, 0) << line;
+  StreamOptions fit = s;
+  fit.max_special_frames = cap;
+  EXPECT_LE(estimate_memory(kReleased, DType::F32, 378, 504, 2000, fit, &cpu).total, available);
+  // Where the results alone are more than there is, no cache setting helps.
+  const MemoryEstimate huge = estimate_memory(kReleased, DType::F32, 378, 504, 100000, s, &cpu);
+  const std::string none =
+      explain_shortfall(huge, huge.results, kReleased, DType::F32, 378, 504, 100000, s, &cpu);
+  EXPECT_EQ(suggested_cap(none), -1) << none;
+  EXPECT_EQ(none.find("--window "), std::string::npos) << none;
 }
 
 TEST(Preflight, ReadsHostMemory) {
