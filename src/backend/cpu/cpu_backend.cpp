@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/gemm.h"
 #include "backend/ops.h"
 #include "lingbot/error.h"
@@ -218,61 +219,14 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
                  Tensor& out) override {
     check_f32(q, "attention query");
+    check_f32(out, "attention output");
     const int64_t h = q.dim(-2), d = q.dim(-1), nq = q.numel() / (h * d);
     int64_t nk = 0;
     for (auto& s : kv) nk += s.tokens;
     LINGBOT_CHECK(nk > 0, "attention over an empty key set");
-    const float* qp = q.f32();
-    float* op = out.f32();
-    constexpr int64_t kBlock = 16;
-    const int64_t nblocks = (nq + kBlock - 1) / kBlock;
-#pragma omp parallel if (nq * nk * h * d > kParallelWork)
-    {
-      std::vector<float> scores(kBlock * nk);
-#pragma omp for collapse(2) schedule(dynamic)
-      for (int64_t hh = 0; hh < h; ++hh) {
-        for (int64_t blk = 0; blk < nblocks; ++blk) {
-          const int64_t q0 = blk * kBlock, q1 = std::min(nq, q0 + kBlock);
-          // scores = q . k^T * scale
-          int64_t col = 0;
-          for (auto& s : kv) {
-            const float* kb = static_cast<const float*>(s.k);
-            for (int64_t t = 0; t < s.tokens; ++t, ++col) {
-              const float* kr = kb + (t * h + hh) * d;
-              for (int64_t qi = q0; qi < q1; ++qi) {
-                const float* qr = qp + (qi * h + hh) * d;
-                float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-                for (int64_t e = 0; e < d; ++e) acc += qr[e] * kr[e];
-                scores[(qi - q0) * nk + col] = acc * scale;
-              }
-            }
-          }
-          for (int64_t qi = q0; qi < q1; ++qi) {
-            float* sr = scores.data() + (qi - q0) * nk;
-            float mx = *std::max_element(sr, sr + nk);
-            double sum = 0;
-            for (int64_t j = 0; j < nk; ++j) {
-              sr[j] = std::exp(sr[j] - mx);
-              sum += sr[j];
-            }
-            const float inv = static_cast<float>(1.0 / sum);
-            float* o = op + (qi * h + hh) * d;
-            std::fill_n(o, d, 0.f);
-            int64_t c2 = 0;
-            for (auto& s : kv) {
-              const float* vb = static_cast<const float*>(s.v);
-              for (int64_t t = 0; t < s.tokens; ++t, ++c2) {
-                const float p = sr[c2] * inv;
-                const float* vr = vb + (t * h + hh) * d;
-#pragma omp simd
-                for (int64_t e = 0; e < d; ++e) o[e] += p * vr[e];
-              }
-            }
-          }
-        }
-      }
-    }
+    LINGBOT_CHECK(out.numel() == q.numel(), "attention: output " + shape_str(out.shape()) +
+                                                " does not match query " + shape_str(q.shape()));
+    cpu::attention(q.f32(), nq, h, d, kv, scale, out.f32());
   }
 
   void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype) override {
