@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "lingbot/error.h"
+#include "pipeline.h"
 #include "util/profile.h"
 
 namespace lingbot::cli {
@@ -23,6 +24,7 @@ struct BenchArgs {
   StreamOptions stream;
   int frames = 300, height = 378, width = 504;
   int warmup = 10;  // streamed frames of an untimed first sequence, as the reference profiler does
+  int profile_every = 0;  // with LINGBOT_PROFILE=1: one stage breakdown per this many frames
   std::string json;
 };
 
@@ -42,6 +44,15 @@ int bench(const BenchArgs& a) {
   double phase1_ms = 0;
   size_t peak_device = 0;
   int delivered = 0;
+  // Stage breakdowns per stretch of frames (LINGBOT_PROFILE=1 and --profile-every), to see which
+  // stage grows along a long run.
+  nlohmann::ordered_json stretches = nlohmann::ordered_json::array();
+  auto close_stretch = [&](int first, int last) {
+    nlohmann::ordered_json st;
+    for (auto& [stage, ms] : Profile::totals_ms()) st[stage] = ms / (last - first);
+    stretches.push_back({{"first", first}, {"last", last}, {"ms_per_frame", st}});
+    Profile::reset();
+  };
   auto on_result = [&](const FrameResult&) { ++delivered; };
   // Warm-up: one untimed sequence (scale frames + `warmup` streamed frames), then a reset, so
   // one-time setup (GEMM plans, allocations) is not billed to the first timed frames.
@@ -64,6 +75,10 @@ int bench(const BenchArgs& a) {
       Profile::reset();  // the breakdown covers phase-2 frames
     }
     if (i >= a.stream.scale_frames) frame_ms.push_back(ms);
+    const int streamed = i + 1 - a.stream.scale_frames;
+    if (Profile::enabled() && a.profile_every > 0 && streamed > 0 &&
+        streamed % a.profile_every == 0)
+      close_stretch(streamed - a.profile_every, streamed);
   }
   {
     // The last frame's results come out of finish(): its wait belongs to that frame.
@@ -97,7 +112,14 @@ int bench(const BenchArgs& a) {
       "streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB | peak device memory "
       "%.2f GB\n",
       fps, total_s, ru.ru_maxrss / 1048576.0, peak_device / 1e9);
-  if (Profile::enabled() && !frame_ms.empty()) {
+  if (!stretches.empty()) {
+    for (const auto* st : {&stretches.front(), &stretches.back()}) {
+      std::printf("frames %d-%d, synchronized stages:\n", (*st)["first"].get<int>(),
+                  (*st)["last"].get<int>());
+      for (auto& [stage, ms] : (*st)["ms_per_frame"].items())
+        std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms.get<double>());
+    }
+  } else if (Profile::enabled() && !frame_ms.empty()) {
     std::printf("per phase-2 frame, synchronized stages (LINGBOT_PROFILE=1):\n");
     for (auto& [stage, ms] : Profile::totals_ms())
       std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms / frame_ms.size());
@@ -121,6 +143,7 @@ int bench(const BenchArgs& a) {
                                 {"frame_ms", frame_ms},
                                 {"peak_host_gb", ru.ru_maxrss / 1048576.0},
                                 {"peak_device_gb", peak_device / 1e9}};
+    if (!stretches.empty()) j["profile"] = stretches;
     std::ofstream(a.json) << j.dump(1) << "\n";
   }
   return delivered == a.frames ? 0 : 1;
@@ -152,6 +175,9 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--warmup", a->warmup, "streamed frames of an untimed warm-up sequence")
       ->capture_default_str();
+  sub->add_option("--profile-every", a->profile_every,
+                  "with LINGBOT_PROFILE=1, a stage breakdown per this many frames (0 = one)")
+      ->check(kNonNegative);
   sub->add_option("--json", a->json, "also write the numbers as JSON");
   commands().push_back({sub, [a] { return bench(*a); }});
 }

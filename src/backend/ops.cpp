@@ -12,4 +12,11 @@ void Backend::download_into(const Tensor& t, float* host) {
   if (h.numel()) std::memcpy(host, h.f32(), static_cast<size_t>(h.numel()) * sizeof(float));
 }
 
+void Backend::upload_into(const Tensor& host, Tensor& dst) {
+  LINGBOT_CHECK(host.numel() == dst.numel(),
+                "upload_into: " + shape_str(host.shape()) + " into " + shape_str(dst.shape()));
+  Tensor t = upload(host, dst.dtype());
+  copy(t, dst);
+}
+
 }  // namespace lingbot

@@ -72,6 +72,18 @@ class Backend {
   virtual void download_async(const Tensor& t, float* host) { download_into(t, host); }
   virtual uint64_t fence() { return 0; }
   virtual void wait_fence(uint64_t) {}
+  // One streaming step: the work queued between begin_step and end_step may be recorded and
+  // launched as one unit (a CUDA graph), so the host must not wait for the device in between
+  // (no download, no synchronize). abort_step drops an unfinished step after an error.
+  virtual void begin_step(bool record) {}
+  virtual void end_step() {}
+  virtual void abort_step() {}
+  // Host F32 data for work queued next, without a lasting allocation: inside a step the returned
+  // tensor stays valid for that step's work; outside one it is an ordinary upload.
+  virtual Tensor upload_transient(const Tensor& host) { return upload(host, DType::F32); }
+  // Copies host F32 data into the existing tensor dst (converting to its dtype). On CUDA the copy
+  // is queued: `host` (from alloc_host) must stay unchanged until a later fence has completed.
+  virtual void upload_into(const Tensor& host, Tensor& dst);
   // Device memory in use by the whole process (driver view), 0 on the CPU.
   virtual size_t device_memory_used() const { return 0; }
   // Device memory still free for this process (driver view); 0 = unknown, as on the CPU.

@@ -78,7 +78,7 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
 
   Tensor cs, sn;
   rope3d_table(s, stored, ns, gh, gw, d, &cs, &sn);
-  Rope rope3d{b.upload(cs, DType::F32), b.upload(sn, DType::F32), RopePairs::Interleaved};
+  Rope rope3d{b.upload_transient(cs), b.upload_transient(sn), RopePairs::Interleaved};
   cache.append(s, defer_eviction);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));

@@ -103,28 +103,43 @@ void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camer
   slot.width = w;
 
   normalize_into(images01, slot.input.f32());
-  Tensor images =
-      backend_.upload(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), DType::F32);
-  layers_ = &aggregator_.forward(backend_, images, kv, scale_frames, step.defer_eviction);
-  const auto& layers = *layers_;
-  // The camera head reads token 0 (the camera token) of the last emitted layer.
-  const int64_t c2 = layers[3].dim(2);
-  if (!cam_tokens_.defined() || cam_tokens_.dim(0) != s)
-    cam_tokens_ = backend_.alloc({s, c2}, DType::F32);
-  for (int64_t f = 0; f < s; ++f) {
-    Tensor dst = cam_tokens_[f];
-    backend_.copy(layers[3][f].slice(0, 1), dst);
-  }
-  {
-    ProfileScope ps(backend_, "camera head");
-    const Tensor& pose =
-        camera_.run(backend_, cam_tokens_, camera, step.store_camera, camera_iterations);
-    backend_.download_async(pose, slot.pose.f32());
-  }
-  {
-    ProfileScope ps(backend_, "depth head");
-    depth_.run(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
-               slot.conf.f32());
+  if (!slot.images.defined() || slot.images.shape() != Shape{s, 3, h, w})
+    slot.images = backend_.alloc({s, 3, h, w}, DType::F32);
+
+  // The device work of the call is one step, recorded and replayed as a whole where the backend
+  // can: not while profiling (its scopes wait for the device), and not for the first call of a
+  // new shape, whose buffers are still being allocated (from the device's pool, not inside the
+  // recording).
+  const Shape shape{s, 3, h, w};
+  backend_.begin_step(!Profile::enabled() && shape == last_shape_);
+  last_shape_ = shape;
+  try {
+    backend_.upload_into(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), slot.images);
+    layers_ = &aggregator_.forward(backend_, slot.images, kv, scale_frames, step.defer_eviction);
+    const auto& layers = *layers_;
+    // The camera head reads token 0 (the camera token) of the last emitted layer.
+    const int64_t c2 = layers[3].dim(2);
+    if (!cam_tokens_.defined() || cam_tokens_.dim(0) != s)
+      cam_tokens_ = backend_.alloc({s, c2}, DType::F32);
+    for (int64_t f = 0; f < s; ++f) {
+      Tensor dst = cam_tokens_[f];
+      backend_.copy(layers[3][f].slice(0, 1), dst);
+    }
+    {
+      ProfileScope ps(backend_, "camera head");
+      const Tensor& pose =
+          camera_.run(backend_, cam_tokens_, camera, step.store_camera, camera_iterations);
+      backend_.download_async(pose, slot.pose.f32());
+    }
+    {
+      ProfileScope ps(backend_, "depth head");
+      depth_.run(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
+                 slot.conf.f32());
+    }
+    backend_.end_step();
+  } catch (...) {
+    backend_.abort_step();
+    throw;
   }
   slot.fence = backend_.fence();
   queued_.push_back(slot_index);

@@ -72,12 +72,14 @@ class Model {
   // copies to and from asynchronously.
   struct Slot {
     Tensor input, pose, depth, conf;
+    Tensor images;  // the input on the device
     int64_t frames = 0, height = 0, width = 0;
     uint64_t fence = 0;
   };
   std::array<Slot, 2> slots_;
   int next_slot_ = 0;
   std::deque<int> queued_;
+  Shape last_shape_;  // of the previous call's input
 };
 
 }  // namespace lingbot

@@ -705,6 +705,84 @@ TEST(GpuOps, AttentionBF16GenericHeadDim128) {
                   DType::BF16, kTolAttnBF16, {}, 2.f);
 }
 
+TEST(GpuOps, AttentionCameraHeadShape) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // The camera head: one query per head against a long per-frame stream (one row per frame) and
+  // the current frame; the generic kernel splits such calls down to one key tile per CTA.
+  check_attention(rng, make_kv(rng, 16, 128, DType::F32, {{'s', 2000, 1}, {'d', 1}}, 1.f), 1,
+                  DType::F32, kTolF32, {}, 2.f);
+  check_attention(rng, make_kv(rng, 16, 128, DType::F32, {{'s', 37, 1}, {'d', 1}}, 1.f), 2,
+                  DType::F32, kTolF32, {}, 2.f);
+  // Rows of a whole number of 16-byte chunks take the vector loads (5 and 3 chunks per row),
+  // others (72 and 36 bytes) the scalar ones.
+  check_attention(rng, make_kv(rng, 2, 20, DType::F32, {{'d', 90}, {'s', 70, 1}}, 1.f), 3,
+                  DType::F32, kTolF32);
+  check_attention(rng, make_kv(rng, 3, 24, DType::BF16, {{'d', 90}, {'s', 70, 1}}, 1.f), 3,
+                  DType::F32, kTolAttnBF16);
+  check_attention(rng, make_kv(rng, 2, 18, DType::F32, {{'d', 90}, {'s', 70, 1}}, 1.f), 3,
+                  DType::F32, kTolF32);
+  check_attention(rng, make_kv(rng, 3, 18, DType::BF16, {{'d', 90}, {'s', 70, 1}}, 1.f), 3,
+                  DType::F32, kTolAttnBF16);
+}
+
+// A step recorded as a CUDA graph gives exactly what the same ops give run directly: staged
+// host tables, an input copied from pinned memory, an allocation made while recording, and a
+// second recording of the same ops on new data (the executable graph updated in place).
+TEST(GpuOps, RecordedStepsMatchDirectExecution) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  Backend& g = gpu();
+  const int64_t n = 37, h = 4, d = 64, c = h * d;
+  KvSet kv = make_kv(rng, h, d, DType::BF16, {{'d', 130}, {'s', 66, 6}}, 1.f);
+  Tensor w = g.upload(rng.tensor({c, c}), DType::F32);
+  Tensor bias = g.upload(rng.tensor({c}), DType::F32);
+  Tensor pinned = g.alloc_host({n, c});
+  const size_t out_floats = static_cast<size_t>(n * c + n * h * d);
+  // One step: y = gelu(x w^T + b) + r, o = attention(y as q over kv).
+  auto step = [&](const Tensor& x, const Tensor& r, int mode) {  // 0 direct, 1 step, 2 recorded
+    std::memcpy(pinned.f32(), x.f32(), x.nbytes());
+    Tensor out = g.alloc_host({static_cast<int64_t>(out_floats)});
+    std::fill_n(out.f32(), out_floats, NAN);
+    if (mode > 0) g.begin_step(mode == 2);
+    Tensor xd = g.alloc({n, c}, DType::F32);  // allocated inside the step
+    g.upload_into(pinned, xd);
+    Tensor y = g.alloc({n, c}, DType::F32);
+    g.linear(xd, w, &bias, y, Act::GELU);
+    g.add(y, g.upload_transient(r));
+    Tensor q = g.alloc({n, h, d}, DType::BF16);
+    g.copy(y, q);
+    Tensor o = g.alloc({n, h, d}, DType::F32);
+    g.attention(q, kv.dev_segs, 0.125f, o);
+    g.download_async(y, out.f32());
+    g.download_async(o, out.f32() + n * c);
+    if (mode > 0) g.end_step();
+    g.wait_fence(g.fence());
+    return out;
+  };
+  for (int round = 0; round < 3; ++round) {
+    Tensor x = rng.tensor({n, c}), r = rng.tensor({n, c});
+    Tensor direct = step(x, r, 0), staged = step(x, r, 1), recorded = step(x, r, 2);
+    for (size_t i = 0; i < out_floats; ++i) {
+      ASSERT_TRUE(std::isfinite(direct.f32()[i])) << i;
+      ASSERT_EQ(direct.f32()[i], staged.f32()[i]) << "round " << round << " element " << i;
+      ASSERT_EQ(direct.f32()[i], recorded.f32()[i]) << "round " << round << " element " << i;
+    }
+  }
+  // Waiting for the device inside a recording is refused with an error, and the step can be
+  // dropped and the backend used again.
+  Tensor t = g.alloc({8}, DType::F32);
+  g.begin_step(true);
+  g.fill(t, 2.f);
+  EXPECT_THROW(g.synchronize(), Error);
+  EXPECT_THROW(g.download(t), Error);
+  g.abort_step();
+  g.fill(t, 3.f);
+  EXPECT_EQ(g.download(t).f32()[7], 3.f);
+}
+
 TEST(GpuOps, AttentionF32LongPagedCache) {
   REQUIRE_GPU();
   Rng rng;

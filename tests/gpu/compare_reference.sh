@@ -2,7 +2,8 @@
 # The GPU measurement behind docs/PERFORMANCE.md, in one call on the GPU machine: Release build,
 # GPU tests (GpuOps, GpuParity on LINGBOT_FIXTURES), our benchmark at the reference profiler's
 # settings, the reference profiler itself (when REF names a checkout of the reference with its
-# Python dependencies), a 2000-frame run with the special stream capped, and the GPU preflight.
+# Python dependencies), 2000-frame runs (special stream growing as in the reference, and capped),
+# and the GPU preflight.
 # Usage, from the repository root: [REF=/path/to/reference] OUT=/tmp/out tests/gpu/compare_reference.sh
 set -u
 OUT=${OUT:-/tmp/lingbot-compare}
@@ -18,19 +19,26 @@ echo "GpuOps rc=$?"; grep -E "^\[  FAILED|Failure" "$OUT/ops.log" | head -20
 timeout 300 build/tests/lingbot_tests --gtest_filter='GpuParity*' >"$OUT/parity.log" 2>&1
 echo "GpuParity rc=$?"; grep -E "parity \]|FAILED|Failure" "$OUT/parity.log" | head -20
 timeout 150 build/lingbot-map bench --device cuda --json "$OUT/ours.json" | tee "$OUT/bench.txt"
+# The same without recording steps as CUDA graphs, for what the graphs bring.
+LINGBOT_CUDA_GRAPH=0 timeout 150 build/lingbot-map bench --device cuda --json "$OUT/nograph.json" |
+  grep -E "per frame|streaming" | sed 's/^/without graphs: /'
 if [ -n "${REF:-}" ]; then
   (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
     --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
   grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -12
 fi
-timeout 200 build/lingbot-map bench --device cuda --frames 2000 --warmup 0 \
-  --max-special-frames 256 --json "$OUT/capped.json" | tee "$OUT/capped.txt"
-python3 - "$OUT/capped.json" <<'PY'
+# 2000 frames, with the reference's growing special stream and with it capped: medians of
+# 100-frame stretches.
+for cap in 0 256; do
+  timeout 200 build/lingbot-map bench --device cuda --frames 2000 --warmup 0 \
+    --max-special-frames $cap --json "$OUT/long_cap$cap.json" | grep -E "per frame|streaming"
+  python3 - "$OUT/long_cap$cap.json" $cap <<'PY'
 import json, statistics, sys
 ms = json.load(open(sys.argv[1]))["frame_ms"]
-for a in range(100, len(ms), 400):
-    print(f"frames {a + 8}-{a + 108}: median {statistics.median(ms[a:a + 100]):.1f} ms")
+print(f"cap {sys.argv[2]}, 100-frame medians (ms) from frame 0:",
+      " ".join(f"{statistics.median(ms[a:a + 100]):.1f}" for a in range(0, len(ms), 100)))
 PY
+done
 if [ -d "${LINGBOT_FIXTURES:-}/full/frames" ]; then
   build/lingbot-map run --device cuda --model synthetic:3 --input "$LINGBOT_FIXTURES/full/frames" \
     --out "$OUT/dry" --dry-run

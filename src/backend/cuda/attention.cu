@@ -231,6 +231,44 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Kernel
 constexpr int kGenWarps = 4;
 constexpr int kGenBN = 32;
 
+// Copies a key tile's K and V rows into shared memory as floats, 16 bytes per load and several
+// loads in flight per thread: the few-query calls (the camera head: one query per frame against
+// every cached frame) are bound by this copy's latency, not by arithmetic.
+template <class T>
+__device__ __forceinline__ void load_tile16(const T* const* kp, const T* const* vp, float* sk,
+                                            float* sv, int d, int ld, int tid) {
+  constexpr int kPer = 16 / sizeof(T);  // elements per 16-byte chunk
+  constexpr int kInFlight = 4;
+  const int per_row = d / kPer, total = kGenBN * per_row;
+  for (int base = tid; base < total; base += kGenWarps * 32 * kInFlight) {
+    uint4 kc[kInFlight], vc[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int e = base + u * kGenWarps * 32;
+      const T* kr = e < total ? kp[e / per_row] : nullptr;
+      kc[u] = vc[u] = make_uint4(0, 0, 0, 0);
+      if (kr) {
+        const int c = (e % per_row) * kPer;
+        kc[u] = __ldg(reinterpret_cast<const uint4*>(kr + c));
+        vc[u] = __ldg(reinterpret_cast<const uint4*>(vp[e / per_row] + c));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int e = base + u * kGenWarps * 32;
+      if (e >= total) break;
+      const int r = e / per_row, c = (e % per_row) * kPer;
+      const T* kt = reinterpret_cast<const T*>(&kc[u]);
+      const T* vt = reinterpret_cast<const T*>(&vc[u]);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        sk[r * ld + c + i] = to_f32(kt[i]);
+        sv[r * ld + c + i] = to_f32(vt[i]);
+      }
+    }
+  }
+}
+
 template <class T, int kPerLane>
 __global__ void __launch_bounds__(kGenWarps * 32) attention_generic_kernel(const KernelArgs a) {
   extern __shared__ float gsm[];
@@ -274,11 +312,15 @@ __global__ void __launch_bounds__(kGenWarps * 32) attention_generic_kernel(const
       vp[lane] = vr;
     }
     __syncthreads();
-    for (int e = tid; e < kGenBN * d; e += kGenWarps * 32) {
-      const int r = e / d, c = e % d;
-      const T* kr = kp[r];
-      sk[r * ld + c] = kr ? to_f32(kr[c]) : 0.f;
-      sv[r * ld + c] = kr ? to_f32(vp[r][c]) : 0.f;
+    if (a.rows16) {
+      load_tile16(kp, vp, sk, sv, d, ld, tid);
+    } else {
+      for (int e = tid; e < kGenBN * d; e += kGenWarps * 32) {
+        const int r = e / d, c = e % d;
+        const T* kr = kp[r];
+        sk[r * ld + c] = kr ? to_f32(kr[c]) : 0.f;
+        sv[r * ld + c] = kr ? to_f32(vp[r][c]) : 0.f;
+      }
     }
     __syncthreads();
     if (!active) continue;
@@ -381,8 +423,10 @@ void launch_generic(Context& ctx, KernelArgs& k, int forced_splits) {
   const int64_t qtiles = (k.nq + kGenWarps - 1) / kGenWarps;
   const int64_t tiles = (k.nk + kGenBN - 1) / kGenBN;
   const int slots = resident_ctas(ctx, attention_generic_kernel<T, kPerLane>, kGenWarps * 32, smem);
+  // Down to one tile per split: with few queries (the camera head's one per frame) the heads
+  // alone occupy a small fraction of the GPU, and each CTA's tiles run one after another.
   plan_splits(ctx, k, tiles, kGenBN,
-              forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 8));
+              forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 1));
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
   attention_generic_kernel<T, kPerLane><<<grid, kGenWarps * 32, smem, ctx.stream>>>(k);
@@ -406,7 +450,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
   std::vector<int64_t> start;
   std::vector<const void*> kp, vp;
   int64_t nk = 0;
-  bool all_aligned = aligned16(a.q);
+  bool all_aligned = aligned16(a.q), kv_aligned = true;
   for (const auto& s : segs) {
     if (s.tokens <= 0) continue;
     LINGBOT_CHECK(s.k && s.v, "attention: segment without K/V storage");
@@ -414,7 +458,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
     kp.push_back(s.k);
     vp.push_back(s.v);
     nk += s.tokens;
-    all_aligned = all_aligned && aligned16(s.k) && aligned16(s.v);
+    kv_aligned = kv_aligned && aligned16(s.k) && aligned16(s.v);
   }
   LINGBOT_CHECK(nk > 0, "attention over an empty key set");
   start.push_back(nk);
@@ -424,7 +468,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
   std::memcpy(table.data() + (n + 1) * sizeof(int64_t), kp.data(), n * sizeof(void*));
   std::memcpy(table.data() + (n + 1) * sizeof(int64_t) + n * sizeof(void*), vp.data(),
               n * sizeof(void*));
-  char* dev = static_cast<char*>(ctx.ring.put(table.data(), table.size(), ctx.stream));
+  char* dev = static_cast<char*>(ctx.stage(table.data(), table.size()));
 
   KernelArgs k{};
   k.q = a.q;
@@ -440,6 +484,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
   k.dim = a.dim;
   k.nk = nk;
   k.scale_log2 = a.scale * kLog2e;
+  k.rows16 = kv_aligned && (a.dim * (a.qkv_t == kF32 ? 4 : 2)) % 16 == 0;
 
   // Kernel choice and tuning knobs for tests and benchmarks: LINGBOT_ATTN_IMPL=mma|wgmma forces
   // the tensor-core kernel (wgmma only where wgmma_supported; elsewhere it falls back to mma),
@@ -450,6 +495,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
   const int forced_splits = env_int("LINGBOT_ATTN_SPLITS", 0);
   const char* impl_env = std::getenv("LINGBOT_ATTN_IMPL");
   const std::string impl = impl_env ? impl_env : "";
+  all_aligned = all_aligned && kv_aligned;
   const bool tensor_cores = a.qkv_t == kBF16 && a.dim == kD && all_aligned;
   const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
   const char* used = "generic";

@@ -32,6 +32,7 @@ struct KernelArgs {
   int64_t nk, keys_per_split;
   int splits;
   float scale_log2;
+  bool rows16;  // every K/V row starts 16-byte aligned and is a whole number of 16-byte chunks
 };
 
 __device__ __forceinline__ int find_segment(const SegTable& t, int64_t key) {

@@ -45,16 +45,72 @@ inline bool is_float_elt(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16;
 }
 
+struct Context;
+
+// Device memory for tensors and scratch. Outside a recorded step it comes from the
+// stream-ordered pool; while a step is being recorded as a CUDA graph it comes from plain
+// cudaMalloc (`plain` = true), so that the graph holds no memory nodes and stays updatable, and
+// frees wait until the recorded work has been launched.
+void* device_malloc(Context& ctx, size_t bytes, bool* plain);
+void device_free(Context& ctx, void* p, bool plain);
+
 // Stream-ordered scratch: one grow-only device block reused by consecutive ops on the stream.
 // An op takes all its temporaries from a single request, so nothing it holds is invalidated.
 class Scratch {
  public:
   void* get(size_t bytes, cudaStream_t stream);
-  void release(cudaStream_t stream);
+  void release();
+  void bind(Context* ctx) { ctx_ = ctx; }
 
  private:
+  Context* ctx_ = nullptr;
   void* ptr_ = nullptr;
   size_t cap_ = 0;
+  bool plain_ = false;
+};
+
+// One streaming step (Backend::begin_step .. end_step). Host data the step's kernels read
+// (attention segment tables, rope tables) is staged in pinned blocks that stay untouched until
+// the step has run on the device, so the same copies can be replayed. With recording on, the
+// step is captured as a CUDA graph and launched: the first time instantiated, afterwards the
+// executable graph is updated in place (same kernels, new arguments), re-instantiated only when
+// the sequence of kernels changed. Two arenas alternate, as the host prepares one step ahead.
+class StepRecorder {
+ public:
+  ~StepRecorder();
+  void begin(cudaStream_t stream, bool record);
+  void end(cudaStream_t stream);    // launches the recorded graph
+  void abort(cudaStream_t stream);  // after an error inside the step
+  bool active() const { return active_; }
+  bool capturing() const { return capturing_; }
+  // Device copy of `bytes` host bytes, valid for the work of this step.
+  void* stage(const void* data, size_t bytes, cudaStream_t stream);
+  void defer_free(void* p, bool plain) { deferred_.push_back({p, plain}); }
+  void note_allocation() { ++allocations_; }
+
+  struct Counters {
+    int64_t recorded = 0, updated = 0, instantiated = 0, allocations = 0;
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  struct Block {
+    char* host = nullptr;
+    char* dev = nullptr;
+    size_t cap = 0, used = 0;
+  };
+  struct Arena {
+    std::vector<Block> blocks;
+    cudaEvent_t done = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+  void flush_deferred(cudaStream_t stream);
+  Arena arenas_[2];
+  int arena_ = 0;
+  bool active_ = false, capturing_ = false;
+  int64_t allocations_ = 0;
+  std::vector<std::pair<void*, bool>> deferred_;
+  Counters counters_;
 };
 
 // Small host tables (attention's segment list) copied to the device through pinned slots; an
@@ -92,10 +148,16 @@ struct Context {
   size_t lt_workspace_bytes = 0;
   Scratch scratch;
   UploadRing ring;
+  StepRecorder step;
   static constexpr int kFences = 8;
   cudaEvent_t fences[kFences] = {};
 
-  Context() = default;
+  Context() { scratch.bind(this); }
+  // Host bytes copied to the device for work queued next: staged in the current step when one
+  // is open, else through the upload ring.
+  void* stage(const void* data, size_t bytes) {
+    return step.active() ? step.stage(data, bytes, stream) : ring.put(data, bytes, stream);
+  }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   ~Context();

@@ -6,6 +6,7 @@
 // tensors that matter for speed. attention() takes K/V in the same dtype as q: the KV cache is
 // stored (store_kv) in the activation dtype that the q/k/v projections produce.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -43,8 +44,17 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   ~CudaBackend() override {
+    ctx_->step.abort(ctx_->stream);
     // Kernels still queued may read tensors the caller is about to free; let them finish.
     cudaStreamSynchronize(ctx_->stream);
+    if (std::getenv("LINGBOT_CUDA_VERBOSE")) {
+      const auto& c = ctx_->step.counters();
+      std::fprintf(stderr,
+                   "[lingbot cuda] steps recorded %lld: graph updated %lld, instantiated %lld; "
+                   "allocations while recording %lld\n",
+                   static_cast<long long>(c.recorded), static_cast<long long>(c.updated),
+                   static_cast<long long>(c.instantiated), static_cast<long long>(c.allocations));
+    }
   }
 
   Device device() const override { return Device::CUDA; }
@@ -61,6 +71,18 @@ class CudaBackend final : public Backend {
     LINGBOT_CHECK(host_in.device() == Device::CPU, "upload: source must be a host tensor");
     Tensor out = alloc(host_in.shape(), dtype);
     if (host_in.numel() == 0) return out;
+    if (ctx_->step.active()) {
+      // Inside a step the bytes go through its staging: no host wait, and a recording reads
+      // only pinned memory.
+      Tensor host = host_in.dtype() == dtype || !is_float_elt(dtype) ? host_in.to(dtype)
+                                                                     : host_in.to(DType::F32);
+      const void* d = ctx_->step.stage(host.raw(), host.nbytes(), s());
+      if (host.dtype() == dtype)
+        LB_CUDA(cudaMemcpyAsync(out.raw(), d, host.nbytes(), cudaMemcpyDeviceToDevice, s()));
+      else
+        cuda::convert(d, kF32, out.raw(), elt_of(dtype, "upload"), host.numel(), s());
+      return out;
+    }
     if (host_in.dtype() == dtype) {
       LB_CUDA(
           cudaMemcpyAsync(out.raw(), host_in.raw(), host_in.nbytes(), cudaMemcpyHostToDevice, s()));
@@ -81,8 +103,56 @@ class CudaBackend final : public Backend {
     return out;
   }
 
+  Tensor upload_transient(const Tensor& host) override {
+    if (!ctx_->step.active()) return upload(host, DType::F32);
+    LINGBOT_CHECK(host.device() == Device::CPU && host.dtype() == DType::F32,
+                  "upload_transient: source must be a host F32 tensor");
+    void* d = ctx_->step.stage(host.raw(), host.nbytes(), s());
+    return Tensor::wrap(d, host.shape(), DType::F32, nullptr, Device::CUDA);
+  }
+
+  void upload_into(const Tensor& host, Tensor& dst) override {
+    LINGBOT_CHECK(
+        host.device() == Device::CPU && host.dtype() == DType::F32 && host.numel() == dst.numel(),
+        "upload_into: " + shape_str(host.shape()) + " " + dtype_name(host.dtype()) + " into " +
+            shape_str(dst.shape()));
+    check_float(dst, "upload_into", "destination");
+    if (host.numel() == 0) return;
+    // A recorded copy reads the host memory when the graph runs, which needs pinned memory;
+    // pageable memory (alloc_host's fallback) goes through the step's staging instead.
+    cudaPointerAttributes attr{};
+    const bool pinned = cudaPointerGetAttributes(&attr, host.raw()) == cudaSuccess &&
+                        attr.type == cudaMemoryTypeHost;
+    if (!pinned) cudaGetLastError();
+    const void* src = host.raw();
+    cudaMemcpyKind kind = cudaMemcpyHostToDevice;
+    if (!pinned && ctx_->step.active()) {
+      src = ctx_->step.stage(host.raw(), host.nbytes(), s());
+      kind = cudaMemcpyDeviceToDevice;
+    }
+    if (dst.dtype() == DType::F32) {
+      LB_CUDA(cudaMemcpyAsync(dst.raw(), src, host.nbytes(), kind, s()));
+    } else {
+      void* tmp = ctx_->scratch.get(host.nbytes(), s());
+      LB_CUDA(cudaMemcpyAsync(tmp, src, host.nbytes(), kind, s()));
+      cuda::convert(tmp, kF32, dst.raw(), elt_of(dst.dtype(), "upload_into"), host.numel(), s());
+    }
+    if (!pinned && !ctx_->step.active()) LB_CUDA(cudaStreamSynchronize(s()));
+  }
+
+  void begin_step(bool record) override {
+    static const bool graphs = [] {
+      const char* e = std::getenv("LINGBOT_CUDA_GRAPH");
+      return !(e && std::strcmp(e, "0") == 0);
+    }();
+    ctx_->step.begin(s(), record && graphs);
+  }
+  void end_step() override { ctx_->step.end(s()); }
+  void abort_step() override { ctx_->step.abort(s()); }
+
   Tensor download(const Tensor& t) override {
     if (t.device() == Device::CPU) return t.dtype() == DType::F32 ? t : t.to(DType::F32);
+    no_wait_in_step("download");
     Tensor host = Tensor::zeros(t.shape(), DType::F32);
     if (t.numel() == 0) return host;
     if (t.dtype() == DType::F32) {
@@ -124,6 +194,7 @@ class CudaBackend final : public Backend {
       return;
     }
     if (t.numel() == 0) return;
+    no_wait_in_step("download_into");
     LB_CUDA(cudaMemcpyAsync(host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s()));
     LB_CUDA(cudaStreamSynchronize(s()));
   }
@@ -160,7 +231,10 @@ class CudaBackend final : public Backend {
     LB_CUDA(cudaEventSynchronize(ctx_->fences[(id - 1) % Context::kFences]));
   }
 
-  void synchronize() override { LB_CUDA(cudaStreamSynchronize(s())); }
+  void synchronize() override {
+    no_wait_in_step("synchronize");
+    LB_CUDA(cudaStreamSynchronize(s()));
+  }
   void allow_fast_convolutions(bool on) override { fast_convs_ = on; }
   size_t device_memory_used() const override {
     size_t free = 0, total = 0;
@@ -503,6 +577,10 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t s() const { return ctx_->stream; }
+  void no_wait_in_step(const char* op) const {
+    LINGBOT_CHECK(!ctx_->step.capturing(),
+                  std::string("cuda backend: ") + op + " inside a recorded step (a bug)");
+  }
   std::shared_ptr<Context> ctx_;
   // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
   static int conv_impl_gemm() {
@@ -532,6 +610,11 @@ std::shared_ptr<Context> make_context(int device) {
   LB_CUBLAS(cublasSetMathMode(ctx->blas, CUBLAS_PEDANTIC_MATH));
   ctx->lt_workspace_bytes = 32u << 20;
   LB_CUDA(cudaMallocAsync(&ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
+  // Classic cuBLAS gets the same workspace (its calls and cuBLASLt's run in one stream, one after
+  // the other), so that it never allocates one itself inside a recorded step. Setting the stream
+  // resets the workspace, hence this order, once.
+  LB_CUBLAS(cublasSetStream(ctx->blas, ctx->stream));
+  LB_CUBLAS(cublasSetWorkspace(ctx->blas, ctx->lt_workspace, ctx->lt_workspace_bytes));
   return ctx;
 }
 

@@ -195,7 +195,6 @@ bool gemm(Context& ctx, const GemmArgs& g) {
   }
   // Last resort: classic cuBLAS, pedantic fp32 math so nothing is silently done in TF32.
   const float one = 1.f, zero = 0.f;
-  LB_CUBLAS(cublasSetStream(ctx.blas, ctx.stream));
   LB_CUBLAS(cublasGemmEx(ctx.blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                          g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
                          static_cast<int>(g.n), static_cast<int>(g.k), &one, g.a, cuda_type(g.ab_t),

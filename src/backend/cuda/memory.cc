@@ -28,20 +28,44 @@ Elt elt_of(DType t, const char* what) {
               "; only F32, BF16 and F16 are supported here");
 }
 
-void* Scratch::get(size_t bytes, cudaStream_t stream) {
+void* device_malloc(Context& ctx, size_t bytes, bool* plain) {
+  void* p = nullptr;
+  *plain = ctx.step.capturing();
+  const cudaError_t e = *plain ? cudaMalloc(&p, bytes) : cudaMallocAsync(&p, bytes, ctx.stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // reset the last-error state so the next launch check is not confused
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" +
+                std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) +
+                " MiB): " + cudaGetErrorString(e));
+  }
+  if (*plain) ctx.step.note_allocation();
+  return p;
+}
+
+void device_free(Context& ctx, void* p, bool plain) {
+  if (!p) return;
+  if (ctx.step.capturing()) {
+    ctx.step.defer_free(p, plain);  // recorded work not yet launched may still read it
+  } else if (plain) {
+    cudaFree(p);  // waits for the device: such blocks are rare (allocated during a recording)
+  } else {
+    cudaFreeAsync(p, ctx.stream);  // ordered after the work already queued that uses it
+  }
+}
+
+void* Scratch::get(size_t bytes, cudaStream_t) {
   if (bytes <= cap_ && ptr_) return ptr_;
-  // Work already queued may still use the old block; freeing it on the same stream is ordered
-  // after that work.
-  if (ptr_) LB_CUDA(cudaFreeAsync(ptr_, stream));
-  ptr_ = nullptr;
+  release();
   const size_t want = std::max(bytes, cap_ + cap_ / 2);
-  LB_CUDA(cudaMallocAsync(&ptr_, want, stream));
+  ptr_ = device_malloc(*ctx_, want, &plain_);
   cap_ = want;
   return ptr_;
 }
 
-void Scratch::release(cudaStream_t stream) {
-  if (ptr_) cudaFreeAsync(ptr_, stream);
+void Scratch::release() {
+  device_free(*ctx_, ptr_, plain_);
   ptr_ = nullptr;
   cap_ = 0;
 }
@@ -87,7 +111,7 @@ StreamOwner::~StreamOwner() {
 Context::~Context() {
   if (!stream) return;
   cudaStreamSynchronize(stream);
-  scratch.release(stream);
+  scratch.release();
   if (lt_workspace) cudaFreeAsync(lt_workspace, stream);
   cudaStreamSynchronize(stream);
   if (blas) cublasDestroy(blas);
@@ -99,18 +123,14 @@ Context::~Context() {
 Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype) {
   for (int64_t d : shape) LINGBOT_CHECK(d >= 0, "negative tensor dimension " + shape_str(shape));
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  bool plain = false;
   void* p = nullptr;
-  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 256, ctx->stream);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // reset the last-error state so the next launch check is not confused
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
-    throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes for " +
-                shape_str(shape) + " " + dtype_name(dtype) + " (" + std::to_string(free_b >> 20) +
-                " MiB free of " + std::to_string(total_b >> 20) +
-                " MiB): " + cudaGetErrorString(e));
+  try {
+    p = device_malloc(*ctx, bytes ? bytes : 256, &plain);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " for " + shape_str(shape) + " " + dtype_name(dtype));
   }
-  std::shared_ptr<void> owner(p, [ctx](void* q) { cudaFreeAsync(q, ctx->stream); });
+  std::shared_ptr<void> owner(p, [ctx, plain](void* q) { device_free(*ctx, q, plain); });
   return Tensor::wrap(p, shape, dtype, std::move(owner), Device::CUDA);
 }
 
