@@ -28,6 +28,12 @@ class Aggregator {
                                        int64_t scale_frames, bool defer_eviction);
 
   const ModelConfig& config() const { return cfg_; }
+  // Frees the activations kept per call shape (phase 1's are the largest), so that the next
+  // shape's buffers and the growing caches can reuse the memory.
+  void release_buffers() {
+    work_.clear();
+    dino_.release_buffers();
+  }
 
  private:
   ModelConfig cfg_;

@@ -23,6 +23,8 @@ class DinoTrunk {
   // norm (cls, registers, patches); the caller keeps the patch rows.
   const Tensor& forward(Backend& b, const Tensor& images);
 
+  void release_buffers() { work_.clear(); }  // activations kept per call shape
+
  private:
   const Tensor& position_table(Backend& b, int64_t gh, int64_t gw);
 

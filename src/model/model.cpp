@@ -111,6 +111,7 @@ void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camer
   // new shape, whose buffers are still being allocated (from the device's pool, not inside the
   // recording).
   const Shape shape{s, 3, h, w};
+  if (shape != last_shape_) aggregator_.release_buffers();  // freed in stream order
   backend_.begin_step(!Profile::enabled() && shape == last_shape_);
   last_shape_ = shape;
   try {

@@ -47,12 +47,12 @@ inline bool is_float_elt(DType t) {
 
 struct Context;
 
-// Device memory for tensors and scratch. Outside a recorded step it comes from the
-// stream-ordered pool; while a step is being recorded as a CUDA graph it comes from plain
-// cudaMalloc (`plain` = true), so that the graph holds no memory nodes and stays updatable, and
+// Device memory for tensors and scratch, from the stream-ordered pool. While a step is being
+// recorded as a CUDA graph, allocations are made on a side stream and waited for, so that the
+// graph holds no memory nodes (and stays updatable) and the memory still comes from the pool;
 // frees wait until the recorded work has been launched.
-void* device_malloc(Context& ctx, size_t bytes, bool* plain);
-void device_free(Context& ctx, void* p, bool plain);
+void* device_malloc(Context& ctx, size_t bytes);
+void device_free(Context& ctx, void* p);
 
 // Stream-ordered scratch: one grow-only device block reused by consecutive ops on the stream.
 // An op takes all its temporaries from a single request, so nothing it holds is invalidated.
@@ -66,7 +66,6 @@ class Scratch {
   Context* ctx_ = nullptr;
   void* ptr_ = nullptr;
   size_t cap_ = 0;
-  bool plain_ = false;
 };
 
 // One streaming step (Backend::begin_step .. end_step). Host data the step's kernels read
@@ -85,7 +84,7 @@ class StepRecorder {
   bool capturing() const { return capturing_; }
   // Device copy of `bytes` host bytes, valid for the work of this step.
   void* stage(const void* data, size_t bytes, cudaStream_t stream);
-  void defer_free(void* p, bool plain) { deferred_.push_back({p, plain}); }
+  void defer_free(void* p) { deferred_.push_back(p); }
   void note_allocation() { ++allocations_; }
 
   struct Counters {
@@ -109,7 +108,7 @@ class StepRecorder {
   int arena_ = 0;
   bool active_ = false, capturing_ = false;
   int64_t allocations_ = 0;
-  std::vector<std::pair<void*, bool>> deferred_;
+  std::vector<void*> deferred_;
   Counters counters_;
 };
 
@@ -141,7 +140,8 @@ struct Context {
   StreamOwner owner;
   int device = 0;
   cudaDeviceProp prop{};
-  cudaStream_t stream = nullptr;  // == owner.stream
+  cudaStream_t stream = nullptr;        // == owner.stream
+  cudaStream_t alloc_stream = nullptr;  // allocations made while the stream is being recorded
   cublasLtHandle_t lt = nullptr;
   cublasHandle_t blas = nullptr;
   void* lt_workspace = nullptr;

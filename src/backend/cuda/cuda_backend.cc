@@ -605,6 +605,11 @@ std::shared_ptr<Context> make_context(int device) {
   LB_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
   uint64_t keep = UINT64_MAX;
   LB_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  // The side stream that allocates while a step is recorded may reuse a block freed on the main
+  // stream only once that free has run, never by making itself wait on the (capturing) stream.
+  int no = 0;
+  LB_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
+  LB_CUDA(cudaStreamCreateWithFlags(&ctx->alloc_stream, cudaStreamNonBlocking));
   LB_CUBLAS(cublasLtCreate(&ctx->lt));
   LB_CUBLAS(cublasCreate(&ctx->blas));
   LB_CUBLAS(cublasSetMathMode(ctx->blas, CUBLAS_PEDANTIC_MATH));

@@ -28,10 +28,11 @@ Elt elt_of(DType t, const char* what) {
               "; only F32, BF16 and F16 are supported here");
 }
 
-void* device_malloc(Context& ctx, size_t bytes, bool* plain) {
+void* device_malloc(Context& ctx, size_t bytes) {
   void* p = nullptr;
-  *plain = ctx.step.capturing();
-  const cudaError_t e = *plain ? cudaMalloc(&p, bytes) : cudaMallocAsync(&p, bytes, ctx.stream);
+  const bool side = ctx.step.capturing();
+  cudaError_t e = cudaMallocAsync(&p, bytes, side ? ctx.alloc_stream : ctx.stream);
+  if (e == cudaSuccess && side) e = cudaStreamSynchronize(ctx.alloc_stream);
   if (e != cudaSuccess) {
     cudaGetLastError();  // reset the last-error state so the next launch check is not confused
     size_t free_b = 0, total_b = 0;
@@ -40,32 +41,29 @@ void* device_malloc(Context& ctx, size_t bytes, bool* plain) {
                 std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) +
                 " MiB): " + cudaGetErrorString(e));
   }
-  if (*plain) ctx.step.note_allocation();
+  if (side) ctx.step.note_allocation();
   return p;
 }
 
-void device_free(Context& ctx, void* p, bool plain) {
+void device_free(Context& ctx, void* p) {
   if (!p) return;
-  if (ctx.step.capturing()) {
-    ctx.step.defer_free(p, plain);  // recorded work not yet launched may still read it
-  } else if (plain) {
-    cudaFree(p);  // waits for the device: such blocks are rare (allocated during a recording)
-  } else {
+  if (ctx.step.capturing())
+    ctx.step.defer_free(p);  // recorded work not yet launched may still read it
+  else
     cudaFreeAsync(p, ctx.stream);  // ordered after the work already queued that uses it
-  }
 }
 
 void* Scratch::get(size_t bytes, cudaStream_t) {
   if (bytes <= cap_ && ptr_) return ptr_;
   release();
   const size_t want = std::max(bytes, cap_ + cap_ / 2);
-  ptr_ = device_malloc(*ctx_, want, &plain_);
+  ptr_ = device_malloc(*ctx_, want);
   cap_ = want;
   return ptr_;
 }
 
 void Scratch::release() {
-  device_free(*ctx_, ptr_, plain_);
+  device_free(*ctx_, ptr_);
   ptr_ = nullptr;
   cap_ = 0;
 }
@@ -118,19 +116,19 @@ Context::~Context() {
   if (lt) cublasLtDestroy(lt);
   for (cudaEvent_t e : fences)
     if (e) cudaEventDestroy(e);
+  if (alloc_stream) cudaStreamDestroy(alloc_stream);
 }
 
 Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype) {
   for (int64_t d : shape) LINGBOT_CHECK(d >= 0, "negative tensor dimension " + shape_str(shape));
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  bool plain = false;
   void* p = nullptr;
   try {
-    p = device_malloc(*ctx, bytes ? bytes : 256, &plain);
+    p = device_malloc(*ctx, bytes ? bytes : 256);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " for " + shape_str(shape) + " " + dtype_name(dtype));
   }
-  std::shared_ptr<void> owner(p, [ctx, plain](void* q) { device_free(*ctx, q, plain); });
+  std::shared_ptr<void> owner(p, [ctx](void* q) { device_free(*ctx, q); });
   return Tensor::wrap(p, shape, dtype, std::move(owner), Device::CUDA);
 }
 

@@ -21,7 +21,7 @@ StepRecorder::~StepRecorder() {
     }
     if (a.done) cudaEventDestroy(a.done);
   }
-  for (auto& d : deferred_) cudaFree(d.first);
+  for (void* p : deferred_) cudaFree(p);
 }
 
 void StepRecorder::begin(cudaStream_t stream, bool record) {
@@ -38,7 +38,7 @@ void StepRecorder::begin(cudaStream_t stream, bool record) {
   allocations_ = 0;
   if (record) {
     // Relaxed: allocations that a step makes now and then (a new chunk of the special-token
-    // stream, say) use cudaMalloc, which the stricter capture modes forbid.
+    // stream, say) wait for a side stream, which the stricter capture modes forbid.
     LB_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
     capturing_ = true;
   }
@@ -73,7 +73,7 @@ void* StepRecorder::stage(const void* data, size_t bytes, cudaStream_t stream) {
 }
 
 void StepRecorder::flush_deferred(cudaStream_t stream) {
-  for (auto& [p, plain] : deferred_) plain ? cudaFree(p) : cudaFreeAsync(p, stream);
+  for (void* p : deferred_) cudaFreeAsync(p, stream);
   deferred_.clear();
 }
 
