@@ -89,7 +89,9 @@ void prepare_output_folder(const std::string& dir) {
 }
 
 // Windowed mode: independent windows of the video, each its own sequence, aligned to the first
-// by a similarity transform and stitched; results are complete only at the end.
+// by a similarity transform and stitched; results are complete only at the end. A source that
+// fails part way ends the sequence there, as in streaming: the frames before it are stitched and
+// every output written, then the run fails with the source's error.
 int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
                       const std::function<Tensor(int64_t)>& frame_at, const RunOutputs& outputs) {
   const WindowedOptions w = windowed_options(a);
@@ -135,6 +137,9 @@ int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
     }
     for (auto& sink : sinks) sink->finish();
   }
+  if (!r.source_error.empty())
+    throw Error(r.source_error + "; the results of the " + std::to_string(r.pose_enc.dim(0)) +
+                " frames before it are in " + a.out + "/");
   std::printf("%lld frames in %zu windows, %.2f s; wrote %s/predictions.safetensors\n",
               static_cast<long long>(frames), r.windows.size(), seconds, a.out.c_str());
   return 0;

@@ -41,10 +41,11 @@ void check_options(const WindowedOptions& o) {
 
 // Streams [begin, ...) through `session`: to `end` under a fixed plan, or, with `keyframes` >= 0
 // (flow mode), until the window holds that many keyframes after its scale block or the sequence
-// ends. The frames it covers are [begin, begin + frames()).
+// ends. The frames it covers are [begin, begin + frames()). A frame that cannot be read ends the
+// window there, as the end of the sequence would, with its message in `source_error`.
 WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
                             const std::function<Tensor(int64_t)>& frame_at, int scale_frames,
-                            int64_t keyframes = -1) {
+                            std::string& source_error, int64_t keyframes = -1) {
   WindowPrediction w;
   const int64_t scale = std::min<int64_t>(scale_frames, end - begin);
   int64_t kept = 0;
@@ -59,10 +60,21 @@ WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
     w.frame_type.push_back(r.index < scale ? 0 : r.keyframe ? 1 : 2);
     if (r.index >= scale && r.keyframe) ++kept;
   };
+  auto push = [&](int64_t i) {
+    Tensor frame;
+    try {
+      frame = frame_at(i);
+    } catch (const Error& e) {
+      source_error = e.what();
+      return false;
+    }
+    session.push(frame, collect);
+    return true;
+  };
   int64_t i = begin;
-  for (; i < begin + scale; ++i) session.push(frame_at(i), collect);
+  while (i < begin + scale && push(i)) ++i;
   session.finish(collect);  // a window shorter than the scale block runs it here
-  for (; i < end && (keyframes < 0 || kept < keyframes); ++i) session.push(frame_at(i), collect);
+  while (source_error.empty() && i < end && (keyframes < 0 || kept < keyframes) && push(i)) ++i;
   session.finish(collect);  // the last frame's results may still be on their way
   LINGBOT_CHECK(w.frames() == i - begin, "window [" + std::to_string(begin) + ", " +
                                              std::to_string(i) + ") returned " +
@@ -229,18 +241,27 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
   std::vector<float> scales, transforms;
   WindowPrediction previous;
   int64_t written = 0, height = 0, width = 0, begin = 0, previous_end = 0;
-  for (int64_t j = 0; begin < frames; ++j) {
+  // The frames stitched: all of them, or those before a frame the source failed on. A failure
+  // makes its window the last, cut there; up to it the windows, and so the alignment, are the
+  // ones a run given only those frames would have had.
+  int64_t total = frames;
+  for (int64_t j = 0; begin < total; ++j) {
     if (j > 0) session->reset();
     const int64_t scale = std::min<int64_t>(options.scale_frames, frames - begin);
     WindowPrediction current =
-        flow ? run_window(*session, begin, frames, frame_at, options.scale_frames,
+        flow ? run_window(*session, begin, frames, frame_at, options.scale_frames, out.source_error,
                           std::max<int64_t>(options.window_size - scale, 0))
-             : run_window(*session, begin, plan[j].second, frame_at, options.scale_frames);
+             : run_window(*session, begin, plan[j].second, frame_at, options.scale_frames,
+                          out.source_error);
     const int64_t end = begin + current.frames();
+    if (!out.source_error.empty()) {
+      total = end;
+      if (current.frames() == 0) break;  // it failed on the window's first frame
+    }
     out.windows.emplace_back(begin, end);
-    const int64_t next = end == frames ? frames
-                         : flow        ? std::max(end - overlap, begin + scale)
-                                       : plan[j + 1].first;
+    const int64_t next = end == total ? total
+                         : flow       ? std::max(end - overlap, begin + scale)
+                                      : plan[j + 1].first;
     if (j == 0) {
       height = current.height;
       width = current.width;
@@ -256,7 +277,7 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
     if (j > 0) tf = estimate_alignment(previous, current, previous_end - begin);
     // A lone window is returned as predicted; with several, window 0 too goes through the warp
     // (identity), which re-canonicalises its quaternions as the reference does.
-    if (j > 0 || end < frames) warp_window(current, tf);
+    if (j > 0 || end < total) warp_window(current, tf);
 
     scales.push_back(static_cast<float>(tf.s));
     float m[16] = {};
@@ -268,7 +289,7 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
     transforms.insert(transforms.end(), m, m + 16);
 
     // Frames this window shares with the next come from the next one.
-    const int64_t keep = end == frames ? current.frames() : next - begin;
+    const int64_t keep = end == total ? current.frames() : next - begin;
     const int64_t plane = height * width;
     LINGBOT_CHECK(written == begin && keep <= current.frames(),
                   "windowed stitching lost track of the sequence");
@@ -294,16 +315,24 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
     previous_end = end;
     begin = next;
   }
-  LINGBOT_CHECK(written == frames, "windowed stitching produced " + std::to_string(written) +
-                                       " frames for " + std::to_string(frames));
+  if (written == 0 && !out.source_error.empty()) throw Error(out.source_error);
+  LINGBOT_CHECK(written == total, "windowed stitching produced " + std::to_string(written) +
+                                      " frames for " + std::to_string(total));
+  if (total < frames) {
+    out.pose_enc = out.pose_enc.slice(0, total);
+    out.depth = out.depth.slice(0, total);
+    out.depth_conf = out.depth_conf.slice(0, total);
+    out.frame_type = out.frame_type.slice(0, total);
+    out.is_keyframe = out.is_keyframe.slice(0, total);
+  }
   const int64_t n_windows = static_cast<int64_t>(out.windows.size());
   out.chunk_scales = from(scales, {n_windows});
   out.chunk_transforms = from(transforms, {n_windows, 4, 4});
 
-  out.c2w = Tensor::zeros({frames, 3, 4});
-  out.w2c = Tensor::zeros({frames, 3, 4});
-  out.intrinsics = Tensor::zeros({frames, 3, 3});
-  for (int64_t i = 0; i < frames; ++i) {
+  out.c2w = Tensor::zeros({total, 3, 4});
+  out.w2c = Tensor::zeros({total, 3, 4});
+  out.intrinsics = Tensor::zeros({total, 3, 3});
+  for (int64_t i = 0; i < total; ++i) {
     const CameraPose p =
         decode_pose(out.pose_enc.f32() + i * 9, static_cast<int>(height), static_cast<int>(width));
     std::memcpy(out.c2w.f32() + i * 12, p.c2w, sizeof(p.c2w));

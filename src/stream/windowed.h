@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,9 @@ struct WindowedResult {
   Tensor c2w, w2c;          // F32 [S, 3, 4]
   Tensor intrinsics;        // F32 [S, 3, 3]
   std::vector<std::pair<int64_t, int64_t>> windows;
+  // Set when `frame_at` threw part way: its message. The result then holds the frames before
+  // the one that failed, as a run given only those frames would have returned them.
+  std::string source_error;
 };
 
 // Streams each window through one Session (reset between windows), fetching frame i through
@@ -94,6 +98,11 @@ struct WindowedResult {
 // of its scale block (§5.3). Alignment and stitching then use the overlap the two windows really
 // share, where the reference assumes the nominal one and loses frames when a window is short
 // (spec 03 §8); with full-length windows the two agree.
+//
+// A source that fails part way (`frame_at` throws Error) ends the sequence at the frame that
+// failed: the window it fell in is finished with the frames it has, aligned and stitched as the
+// last one, and the error is returned in `source_error` rather than thrown (thrown when no frame
+// came before it).
 WindowedResult run_windowed(Engine& engine, int64_t frames,
                             const std::function<Tensor(int64_t)>& frame_at,
                             const WindowedOptions& options,

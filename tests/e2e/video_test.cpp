@@ -82,6 +82,41 @@ TEST_F(VideoCli, UnreadableFramePartWayKeepsTheFramesBeforeIt) {
   EXPECT_EQ(complete_outputs(path("out")), 10);
 }
 
+// The same in windowed mode (windows [0, 6), [4, 10), [8, 14), [12, 16)): the two windows before
+// the damaged frame 12 and the part of the third that came before it are stitched and written,
+// exactly as a run given only frames 0-11 stitches them, then one error line and exit 1.
+TEST_F(VideoCli, UnreadableFramePartWayKeepsTheWindowsBeforeIt) {
+  fs::create_directories(path("frames"));
+  fs::create_directories(path("first12"));
+  for (const auto& e : fs::directory_iterator(test::fixtures_dir() + "/tiny/frames")) {
+    const std::string name = e.path().filename().string();
+    fs::copy_file(e.path(), path("frames/" + name));
+    if (name < "012.png") fs::copy_file(e.path(), path("first12/" + name));
+  }
+  std::ofstream(path("frames/012.png"), std::ios::trunc) << "\x89PNG\r\n\x1a\n damaged";
+  const std::string windowed = " --preprocess none --mode windowed --window-size 6 --overlap 2";
+  const test::CliResult r =
+      test::run_cli(tiny() + "--input " + path("frames") + windowed + kExports + path("out"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("lingbot-map: error: " + path("frames/012.png"), 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("; the results of the 12 frames before it are in " + path("out") + "/"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(complete_outputs(path("out")), 12);
+
+  const test::CliResult whole =
+      test::run_cli(tiny() + "--input " + path("first12") + windowed + " --out " + path("want"));
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const auto got = read_safetensors(path("out/predictions.safetensors")).tensors;
+  const auto want = read_safetensors(path("want/predictions.safetensors")).tensors;
+  for (const char* name : {"pose_enc", "depth", "depth_conf", "c2w", "chunk_scales"}) {
+    ASSERT_EQ(got.at(name).shape(), want.at(name).shape()) << name;
+    EXPECT_LE(test::compare(got.at(name), want.at(name)).relative(), 1e-6) << name;
+  }
+  EXPECT_EQ(got.at("chunk_scales").dim(0), 3);
+}
+
 #if LINGBOT_HAVE_FFMPEG
 
 TEST_F(VideoCli, RunsOnAVideoFileAndExportsEverything) {
