@@ -37,12 +37,12 @@ void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
 }
 
 const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& images,
-                                                 PagedKVCache& cache, int64_t scale_frames,
-                                                 bool defer_eviction) {
+                                                 PagedKVCache& cache, int64_t scale_frames) {
   const int64_t s = images.dim(0), c = cfg_.dim, h = cfg_.heads, d = cfg_.head_dim();
   const int64_t ns = ModelConfig::kSpecialTokens;
   const int64_t gh = images.dim(2) / cfg_.patch, gw = images.dim(3) / cfg_.patch;
   const int64_t np = gh * gw, p = ns + np, m = s * p;
+  LINGBOT_CHECK(cache.pending_frames() == s, "aggregator: the step's pages were not appended");
   LINGBOT_CHECK(cache.config().tokens_per_frame == p,
                 "KV cache was sized for " + std::to_string(cache.config().tokens_per_frame) +
                     " tokens per frame, these images have " + std::to_string(p) +
@@ -79,7 +79,6 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   Tensor cs, sn;
   rope3d_table(s, stored, ns, gh, gw, d, &cs, &sn);
   Rope rope3d{b.upload_transient(cs), b.upload_transient(sn), RopePairs::Interleaved};
-  cache.append(s, defer_eviction);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   AttendFn within_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {

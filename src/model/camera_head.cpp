@@ -181,29 +181,23 @@ const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCa
   const int64_t frames = camera_tokens.dim(0);
   ensure_scratch(be, frames, cache.dtype());
 
-  const int64_t cached = cache.rows();
-  try {
-    be.layer_norm(camera_tokens, &w_.token_norm_w, &w_.token_norm_b, kNormEps, s_.xhat);
-    be.layer_norm(s_.xhat, nullptr, nullptr, kAdaLnEps, s_.ln0);
-    for (int i = 0; i < iterations; ++i) {
-      if (i == 0) {
-        modulate(be, mod0_);
-      } else {
-        // Conditioning feeds back the raw accumulated pose, not the ReLU'd output.
-        be.linear(s_.pose, w_.embed_w, &w_.embed_b, s_.m, Act::SiLU);
-        be.linear(s_.m, w_.mod_w, &w_.mod_b, s_.mod);
-        modulate(be, s_.mod);
-      }
-      for (int64_t j = 0; j < cfg_.depth; ++j)
-        block(be, w_.trunk[j], cache, i, static_cast<int>(j), store);
-      be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
-      be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
-      be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, i == 0 ? s_.pose : s_.delta);
-      if (i > 0) be.add(s_.pose, s_.delta);
+  be.layer_norm(camera_tokens, &w_.token_norm_w, &w_.token_norm_b, kNormEps, s_.xhat);
+  be.layer_norm(s_.xhat, nullptr, nullptr, kAdaLnEps, s_.ln0);
+  for (int i = 0; i < iterations; ++i) {
+    if (i == 0) {
+      modulate(be, mod0_);
+    } else {
+      // Conditioning feeds back the raw accumulated pose, not the ReLU'd output.
+      be.linear(s_.pose, w_.embed_w, &w_.embed_b, s_.m, Act::SiLU);
+      be.linear(s_.m, w_.mod_w, &w_.mod_b, s_.mod);
+      modulate(be, s_.mod);
     }
-  } catch (...) {
-    cache.truncate(cached);
-    throw;
+    for (int64_t j = 0; j < cfg_.depth; ++j)
+      block(be, w_.trunk[j], cache, i, static_cast<int>(j), store);
+    be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
+    be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
+    be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, i == 0 ? s_.pose : s_.delta);
+    if (i > 0) be.add(s_.pose, s_.delta);
   }
 
   return s_.pose;

@@ -46,52 +46,29 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
   backend_.allow_fast_convolutions(cfg_.compute != DType::F32);
 }
 
-KVCacheConfig kv_cache_config(const ModelConfig& m, int64_t height, int64_t width,
-                              const StreamOptions& s) {
-  KVCacheConfig c;
-  c.layers = m.depth;
-  c.heads = m.heads;
-  c.head_dim = m.head_dim();
-  c.special_tokens = ModelConfig::kSpecialTokens;
-  c.tokens_per_frame = c.special_tokens + (height / m.patch) * (width / m.patch);
-  c.scale_frames = s.scale_frames;
-  c.window = s.window;
-  c.cross_frame_special = s.cross_frame_special;
-  c.camera_only = s.camera_only;
-  c.include_scale_frames = s.include_scale_frames;
-  c.max_special_frames = s.max_special_frames;
-  c.dtype = m.compute;
-  return c;
-}
-
 CameraCache Model::make_camera_cache(int iterations) const {
   return camera_.make_cache(backend_, iterations, DType::F32);
 }
 
-Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
-                             int64_t scale_frames, bool store, int camera_iterations) {
-  return forward(images01, kv, camera, scale_frames,
-                 Step{.defer_eviction = !store, .store_camera = store}, camera_iterations);
+Model::Output Model::run(SequenceState& seq, const Tensor& images01, StepMode mode) {
+  LINGBOT_CHECK(seq.steps_queued() == 0, "Model::run while steps of the sequence are queued");
+  enqueue(seq, images01, mode);
+  return collect(seq);
 }
 
-Model::Output Model::forward(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
-                             int64_t scale_frames, Step step, int camera_iterations) {
-  LINGBOT_CHECK(queued_.empty(), "Model::forward while pipelined calls are outstanding");
-  enqueue(images01, kv, camera, scale_frames, step, camera_iterations);
-  return collect();
-}
-
-void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camera,
-                    int64_t scale_frames, Step step, int camera_iterations) {
+void Model::enqueue(SequenceState& seq, const Tensor& images01, StepMode mode) {
   const int64_t s = images01.dim(0), h = images01.dim(2), w = images01.dim(3);
   LINGBOT_CHECK(
       images01.rank() == 4 && images01.dim(1) == 3 && h % cfg_.patch == 0 && w % cfg_.patch == 0,
       "frames must be [S, 3, H, W] with H and W multiples of " + std::to_string(cfg_.patch) +
           ", got " + shape_str(images01.shape()));
-  LINGBOT_CHECK(queued_.size() < slots_.size(), "Model::enqueue: two calls already outstanding");
-  const int slot_index = next_slot_;
-  Slot& slot = slots_[slot_index];
-  // Grow the slot's host buffers only when a call needs more (phase 1 is the largest).
+  LINGBOT_CHECK(h == seq.config().height && w == seq.config().width,
+                "frames of " + std::to_string(w) + "x" + std::to_string(h) +
+                    " on a sequence sized for " + std::to_string(seq.config().width) + "x" +
+                    std::to_string(seq.config().height));
+  LINGBOT_CHECK(!seq.step_open(), "a step began before the previous one was decided");
+  SequenceState::Slot& slot = seq.next_slot();
+  // Grow the slot's host buffers only when a step needs more (phase 1 is the largest).
   if (slot.input.numel() < s * 3 * h * w) {
     slot.input = backend_.alloc_host({s * 3 * h * w});
     slot.depth = backend_.alloc_host({s * h * w});
@@ -99,24 +76,25 @@ void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camer
   }
   if (slot.pose.numel() < s * 9) slot.pose = backend_.alloc_host({s * 9});
   slot.frames = s;
-  slot.height = h;
-  slot.width = w;
-
   normalize_into(images01, slot.input.f32());
+
+  std::lock_guard<std::mutex> lock(mu_);
   if (!slot.images.defined() || slot.images.shape() != Shape{s, 3, h, w})
     slot.images = backend_.alloc({s, 3, h, w}, DType::F32);
-
-  // The device work of the call is one step, recorded and replayed as a whole where the backend
-  // can: not while profiling (its scopes wait for the device), and not for the first call of a
-  // new shape, whose buffers are still being allocated (from the device's pool, not inside the
+  // The device work of the step is recorded and replayed as a whole where the backend can: not
+  // while profiling (its scopes wait for the device), and not for the first step of a new
+  // shape, whose buffers are still being allocated (from the device's pool, not inside the
   // recording).
   const Shape shape{s, 3, h, w};
   if (shape != last_shape_) aggregator_.release_buffers();  // freed in stream order
   backend_.begin_step(!Profile::enabled() && shape == last_shape_);
   last_shape_ = shape;
+  // The one place a failed step is undone: the backend drops what it recorded, the sequence
+  // what the step stored.
   try {
+    seq.begin(s, mode);
     backend_.upload_into(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), slot.images);
-    layers_ = &aggregator_.forward(backend_, slot.images, kv, scale_frames, step.defer_eviction);
+    layers_ = &aggregator_.forward(backend_, slot.images, seq.kv(), seq.scale_frames());
     const auto& layers = *layers_;
     // The camera head reads token 0 (the camera token) of the last emitted layer.
     const int64_t c2 = layers[3].dim(2);
@@ -128,8 +106,8 @@ void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camer
     }
     {
       ProfileScope ps(backend_, "camera head");
-      const Tensor& pose =
-          camera_.run(backend_, cam_tokens_, camera, step.store_camera, camera_iterations);
+      const Tensor& pose = camera_.run(backend_, cam_tokens_, seq.camera(), seq.stores_camera(),
+                                       seq.config().camera_iterations);
       backend_.download_async(pose, slot.pose.f32());
     }
     {
@@ -140,19 +118,19 @@ void Model::enqueue(const Tensor& images01, PagedKVCache& kv, CameraCache& camer
     backend_.end_step();
   } catch (...) {
     backend_.abort_step();
+    seq.abort();
     throw;
   }
   slot.fence = backend_.fence();
-  queued_.push_back(slot_index);
-  next_slot_ = (next_slot_ + 1) % static_cast<int>(slots_.size());
+  seq.push_queued();
+  seq.queued();
 }
 
-Model::Output Model::collect() {
-  LINGBOT_CHECK(!queued_.empty(), "Model::collect: nothing was enqueued");
-  Slot& slot = slots_[queued_.front()];
-  queued_.pop_front();
+Model::Output Model::collect(SequenceState& seq) {
+  SequenceState::Slot& slot = seq.oldest_queued();
+  seq.pop_queued();
   backend_.wait_fence(slot.fence);
-  const int64_t s = slot.frames, h = slot.height, w = slot.width;
+  const int64_t s = slot.frames, h = seq.config().height, w = seq.config().width;
   CameraHead::apply_pose_activation(slot.pose.f32(), s, 9);
   Output out;
   out.pose_enc = slot.pose.slice(0, s * 9).reshape({s, 9});

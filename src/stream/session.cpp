@@ -26,7 +26,7 @@ StreamSession::~StreamSession() {
   // A step still on the device must leave the model's queue, or the next session would collect it.
   if (in_flight_) {
     try {
-      model_.collect();
+      model_.collect(*seq_);
     } catch (...) {
     }
   }
@@ -34,22 +34,20 @@ StreamSession::~StreamSession() {
 
 void StreamSession::reset() {
   if (in_flight_) {
-    model_.collect();  // its results are dropped with the sequence
     in_flight_.reset();
+    model_.collect(*seq_);  // its results are dropped with the sequence
   }
   pending_.clear();
   next_index_ = 0;
-  scale_frames_ = 0;
   keyframes_.reset();
-  if (kv_) kv_->reset();
-  if (camera_) camera_->reset();
+  if (seq_) seq_->reset();
 }
 
 void StreamSession::push(const Tensor& image, const Callback& on_result) {
   LINGBOT_CHECK(image.rank() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
                 "a frame must be F32 [3, H, W], got " + shape_str(image.shape()));
   const int64_t index = next_index_ + (in_flight_ ? in_flight_->frames : 0);
-  if (!kv_ || height_ != image.dim(1) || width_ != image.dim(2)) {
+  if (!seq_ || height_ != image.dim(1) || width_ != image.dim(2)) {
     LINGBOT_CHECK(index == 0 && pending_.empty(),
                   "frame " + std::to_string(index + pending_.size()) + " is " +
                       std::to_string(image.dim(2)) + "x" + std::to_string(image.dim(1)) +
@@ -57,12 +55,11 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
                       std::to_string(height_) + "; all frames of a sequence must have one size");
     height_ = image.dim(1);
     width_ = image.dim(2);
-    kv_ = std::make_unique<PagedKVCache>(model_.backend(),
-                                         kv_cache_config(model_.config(), height_, width_, opt_));
-    camera_.emplace(model_.make_camera_cache(opt_.camera_iterations));
-    camera_->set_limit(camera_limit(opt_));
+    seq_.reset();
+    seq_ = std::make_unique<SequenceState>(model_,
+                                           sequence_config(model_.config(), height_, width_, opt_));
   }
-  if (scale_frames_ == 0) {  // phase 1 collects the scale frames
+  if (seq_->scale_frames() == 0) {  // phase 1 collects the scale frames
     pending_.push_back(image);
     if (static_cast<int>(pending_.size()) == opt_.scale_frames) finish(on_result);
     return;
@@ -71,38 +68,24 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
     run_adaptive(image, on_result);
     return;
   }
-  const bool key = is_keyframe(index, scale_frames_, opt_.keyframe_interval);
+  const bool key = is_keyframe(index, seq_->scale_frames(), opt_.keyframe_interval);
   run({image}, key, on_result);
 }
 
 void StreamSession::finish(const Callback& on_result) {
   flush(on_result);
   if (pending_.empty()) return;
-  scale_frames_ = static_cast<int64_t>(pending_.size());
   std::vector<Tensor> frames;
   frames.swap(pending_);
   run(frames, true, on_result);
 }
 
-Model::Output StreamSession::forward(const std::vector<Tensor>& frames, Model::Step step) {
-  submit(frames, step);
-  return model_.collect();
-}
-
-void StreamSession::submit(const std::vector<Tensor>& frames, Model::Step step) {
+void StreamSession::submit(const std::vector<Tensor>& frames, StepMode mode) {
   const int64_t s = static_cast<int64_t>(frames.size());
   Tensor batch = Tensor::zeros({s, 3, height_, width_});
   for (int64_t f = 0; f < s; ++f)
     std::memcpy(batch.f32() + f * frames[f].numel(), frames[f].f32(), frames[f].nbytes());
-  camera_->trim();
-  const int64_t camera_rows = camera_->rows();
-  try {
-    model_.enqueue(batch, *kv_, *camera_, scale_frames_, step, opt_.camera_iterations);
-  } catch (...) {
-    if (kv_->pending_frames()) kv_->reset();  // a failed step leaves no half-written state
-    camera_->truncate(camera_rows);
-    throw;
-  }
+  model_.enqueue(*seq_, batch, mode);
 }
 
 FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
@@ -125,12 +108,7 @@ FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
 void StreamSession::run(const std::vector<Tensor>& frames, bool keyframe,
                         const Callback& on_result) {
   if (frames.size() > 1) flush(on_result);  // phase 1 runs alone
-  submit(frames, {.defer_eviction = !keyframe, .store_camera = keyframe});
-  if (keyframe) {
-    kv_->commit();
-  } else {
-    kv_->rollback_last_frame();
-  }
+  submit(frames, keyframe ? StepMode::Keep : StepMode::Attend);
   InFlight next{static_cast<int64_t>(frames.size()), keyframe, CacheStats{}};
   next.stats = cache_stats();
   flush(on_result);  // the previous step, finished while this one was being queued
@@ -142,7 +120,7 @@ void StreamSession::flush(const Callback& on_result) {
   if (!in_flight_) return;
   const InFlight f = *in_flight_;
   in_flight_.reset();
-  const Model::Output out = model_.collect();
+  const Model::Output out = model_.collect(*seq_);
   delivering_ = f.stats;
   struct Clear {
     std::optional<CacheStats>& s;
@@ -160,26 +138,22 @@ void StreamSession::run_adaptive(const Tensor& image, const Callback& on_result)
   flush(on_result);
   // Whether to keep the frame depends on its own depth and pose, so the pass stores it in both
   // caches with the window's eviction held back until the decision.
-  const Model::Output out = forward({image}, {.defer_eviction = true, .store_camera = true});
+  submit({image}, StepMode::Tentative);
+  const Model::Output out = model_.collect(*seq_);
   FrameResult r = make_result(out, 0);
-  r.keyframe = keyframes_.decide(r, r.index == scale_frames_);
-  if (r.keyframe) {
-    kv_->commit();
-  } else {
-    kv_->rollback_last_frame();
-    // Deliberate departure from the reference, which has no camera-head rollback and so leaves
-    // every non-keyframe's camera token in that cache (spec 03 §6.4). Dropping it makes a
-    // non-keyframe cost nothing later, as under the fixed interval.
-    camera_->rollback_last_frame();
-  }
+  r.keyframe = keyframes_.decide(r, r.index == seq_->scale_frames());
+  // A non-keyframe leaves both caches. Deliberately unlike the reference, which has no
+  // camera-head rollback and so keeps every non-keyframe's camera token in that cache: dropping
+  // it makes a non-keyframe cost nothing later, as under the fixed interval.
+  seq_->decide(r.keyframe);
   on_result(r);
 }
 
 CacheStats StreamSession::cache_stats() const {
   if (delivering_) return *delivering_;
   CacheStats s;
-  if (!kv_) return s;
-  const KVCacheStats k = kv_->stats();
+  if (!seq_) return s;
+  const KVCacheStats k = seq_->kv().stats();
   s.stored_frames = k.stored_frames;
   s.scale_pages = k.scale_pages;
   s.live_pages = k.live_pages;
@@ -187,21 +161,13 @@ CacheStats StreamSession::cache_stats() const {
   s.special_tokens = k.special_tokens;
   s.bytes = k.bytes_in_use;
   s.bytes_reserved = k.bytes_reserved;
-  s.layers = kv_->config().layers;
+  s.layers = seq_->kv().config().layers;
   s.special_frames = k.stream_frames;
   s.special_bytes = k.stream_bytes_in_use;
   s.special_bytes_reserved = k.stream_bytes_reserved;
-  s.camera_cache_bytes = camera_->bytes_in_use();
-  s.camera_cache_bytes_reserved = camera_->bytes_reserved();
+  s.camera_cache_bytes = seq_->camera().bytes_in_use();
+  s.camera_cache_bytes_reserved = seq_->camera().bytes_reserved();
   return s;
-}
-
-CameraCacheLimit camera_limit(const StreamOptions& o) {
-  if (o.max_special_frames <= 0) return {};
-  // The camera head keeps the camera tokens of the frames the aggregator still sees in some
-  // form: the scale frames, the window and the capped stream.
-  return {.pinned = o.include_scale_frames ? o.scale_frames : 0,
-          .recent = o.window + o.max_special_frames};
 }
 
 }  // namespace lingbot

@@ -1,22 +1,19 @@
 // The streaming driver: phase 1 runs the first scale frames together, phase 2 one frame per
-// call; non-keyframes attend and are rolled back. Keyframes follow a fixed interval, or with a
-// flow threshold the frame's own predicted motion (spec 03 §6).
+// step; non-keyframes attend and are rolled back. Keyframes follow a fixed interval, or with a
+// flow threshold the frame's own predicted motion. The session decides what each step is; its
+// SequenceState holds the caches and carries the step out with the model.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <vector>
 
-#include "cache/camera_cache.h"
-#include "cache/paged_kv.h"
 #include "lingbot/engine.h"
 #include "model/model.h"
 #include "stream/keyframes.h"
+#include "stream/sequence.h"
 
 namespace lingbot {
-
-// The camera-head cache limit that goes with StreamOptions::max_special_frames (none when 0).
-CameraCacheLimit camera_limit(const StreamOptions& options);
 
 class StreamSession final : public Session {
  public:
@@ -35,9 +32,8 @@ class StreamSession final : public Session {
  private:
   void run(const std::vector<Tensor>& frames, bool keyframe, const Callback& on_result);
   void run_adaptive(const Tensor& image, const Callback& on_result);
-  // Queues a step on the model. On failure neither cache keeps any part of it.
-  void submit(const std::vector<Tensor>& frames, Model::Step step);
-  Model::Output forward(const std::vector<Tensor>& frames, Model::Step step);
+  // Queues a step of these frames on the model.
+  void submit(const std::vector<Tensor>& frames, StepMode mode);
   // Hands out the results of the step still on the device, if any.
   void flush(const Callback& on_result);
   // Frame f of `out` as the next result in sequence order.
@@ -46,11 +42,9 @@ class StreamSession final : public Session {
 
   Model& model_;
   StreamOptions opt_;
-  std::unique_ptr<PagedKVCache> kv_;
-  std::optional<CameraCache> camera_;
-  std::vector<Tensor> pending_;  // phase-1 frames not yet run
-  int64_t next_index_ = 0;       // index of the next frame to emit
-  int64_t scale_frames_ = 0;     // this sequence's phase-1 size, once known
+  std::unique_ptr<SequenceState> seq_;  // once the first frame gives the size
+  std::vector<Tensor> pending_;         // phase-1 frames not yet run
+  int64_t next_index_ = 0;              // index of the next frame to emit
   int64_t height_ = 0, width_ = 0;
   // Phase 1 seeds it with the last scale frame.
   AdaptiveKeyframes keyframes_;

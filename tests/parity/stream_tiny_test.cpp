@@ -46,23 +46,22 @@ void check_scenario(const std::string& file, int keyframe_interval) {
   ASSERT_EQ(frames.size(), 16u);
   const int scale = 4, window = 6;
   const int64_t h = frames[0].dim(1), w = frames[0].dim(2);
-  PagedKVCache kv(*backend,
-                  kv_cache_config(model.config(), h, w, {.scale_frames = scale, .window = window}));
-  CameraCache cam = model.make_camera_cache(4);
+  SequenceState seq(
+      model, sequence_config(model.config(), h, w, {.scale_frames = scale, .window = window}));
 
   std::vector<float> pose, depth, conf;
   size_t begin = 0;
   for (int call = 0; begin < frames.size(); ++call) {
     const size_t end = call == 0 ? scale : begin + 1;
     const bool key = call == 0 || StreamSession::is_keyframe(begin, scale, keyframe_interval);
-    Model::Output out = model.forward(stack(frames, begin, end), kv, cam, scale, key, 4);
+    Model::Output out =
+        model.run(seq, stack(frames, begin, end), key ? StepMode::Keep : StepMode::Attend);
     for (int l = 0; l < 4; ++l) {
       const std::string key_name =
           "tokens.call" + std::to_string(call) + ".layer" + std::to_string(l);
       const auto a = test::compare(model.last_layers()[l], want.at(key_name));
       EXPECT_LE(a.relative(), kTol) << key_name << " (max abs err " << a.max_abs_err << ")";
     }
-    key ? kv.commit() : kv.rollback_last_frame();
     pose.insert(pose.end(), out.pose_enc.f32(), out.pose_enc.f32() + out.pose_enc.numel());
     depth.insert(depth.end(), out.depth.f32(), out.depth.f32() + out.depth.numel());
     conf.insert(conf.end(), out.conf.f32(), out.conf.f32() + out.conf.numel());

@@ -149,7 +149,7 @@ struct Context {
   Scratch scratch;
   UploadRing ring;
   StepRecorder step;
-  static constexpr int kFences = 8;
+  static constexpr int kFences = 64;
   cudaEvent_t fences[kFences] = {};
 
   Context() { scratch.bind(this); }

@@ -6,6 +6,7 @@
 // tensors that matter for speed. attention() takes K/V in the same dtype as q: the KV cache is
 // stored (store_kv) in the activation dtype that the q/k/v projections produce.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -217,18 +218,24 @@ class CudaBackend final : public Backend {
     LB_CUDA(cudaMemcpyAsync(host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s()));
   }
 
+  // Called with the model's step lock held; wait_fence may run on another thread meanwhile.
   uint64_t fence() override {
-    cudaEvent_t& e = ctx_->fences[fences_ % Context::kFences];
+    const uint64_t n = fences_.load();
+    cudaEvent_t& e = ctx_->fences[n % Context::kFences];
     if (!e) LB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     LB_CUDA(cudaEventRecord(e, s()));
-    return ++fences_;
+    fences_.store(n + 1);
+    return n + 1;
   }
 
   void wait_fence(uint64_t id) override {
     if (id == 0) return;
-    LINGBOT_CHECK(id <= fences_ && fences_ - id < Context::kFences,
-                  "wait_fence: fence " + std::to_string(id) + " is no longer tracked");
-    LB_CUDA(cudaEventSynchronize(ctx_->fences[(id - 1) % Context::kFences]));
+    const uint64_t newest = fences_.load();
+    LINGBOT_CHECK(id <= newest, "wait_fence: fence " + std::to_string(id) + " was never issued");
+    // One stream runs everything in order, so an event recorded later implies the fence: a
+    // fence whose event has been reused (many sequences in flight) waits on a newer one.
+    const uint64_t wait = newest - id < Context::kFences - 1 ? id : newest;
+    LB_CUDA(cudaEventSynchronize(ctx_->fences[(wait - 1) % Context::kFences]));
   }
 
   void synchronize() override {
@@ -591,7 +598,7 @@ class CudaBackend final : public Backend {
     return v;
   }
   bool fast_convs_ = false;
-  uint64_t fences_ = 0;
+  std::atomic<uint64_t> fences_{0};
 };
 
 std::shared_ptr<Context> make_context(int device) {
