@@ -177,8 +177,10 @@ TEST_F(PreflightCli, WindowedEstimateIgnoresASlidingWindowLongerThanTheWindow) {
   const test::CliResult b = test::run_cli(windowed + " --window 2");
   ASSERT_EQ(a.code, 0) << a.output;
   ASSERT_EQ(b.code, 0) << b.output;
-  auto estimate = [](const std::string& out) { return out.substr(out.find(": ~")); };
-  EXPECT_EQ(estimate(a.output), estimate(b.output)) << a.output << b.output;
+  // The estimates only: the lines after them report the memory free at that moment, which
+  // differs between the two runs.
+  EXPECT_GT(estimate_mb(a.output), 0) << a.output;
+  EXPECT_EQ(estimate_mb(a.output), estimate_mb(b.output)) << a.output << b.output;
 }
 
 // The results the outputs keep on the host are part of the estimate: more with GLB points.
