@@ -58,7 +58,7 @@ struct Expected {
   float conf;
 };
 
-// The viewer's unprojection written out independently of the sinks (spec 02 §5.5).
+// The viewer's unprojection written out independently of the sinks.
 inline std::vector<Expected> expected_points(const FrameResult& r, float threshold, int stride) {
   std::vector<Expected> out;
   const auto& k = r.intrinsics;

@@ -86,7 +86,13 @@ class Session {
   // image: host F32 [3, H, W], values in [0, 1], H and W multiples of 14. Results arrive in
   // frame order through `on_result`: the first scale_frames together, then each frame's either
   // within its own push or, while the device computes the next frame, within the next push (or
-  // finish). Sessions of one engine take turns: finish one before pushing to another.
+  // finish).
+  //
+  // Sessions of one engine are independent: each owns its sequence's caches, so several
+  // cameras can share one loaded model, pushed alternately frame by frame or each from its own
+  // thread, and every session gets exactly the results it would get alone. The engine runs one
+  // step at a time (steps of different sessions queue behind each other). One session is not
+  // thread-safe: push, finish, reset and cache_stats of one session must not run concurrently.
   virtual void push(const Tensor& image, const Callback& on_result) = 0;
   // Delivers every outstanding result and runs what is still buffered (a sequence shorter than
   // scale_frames).

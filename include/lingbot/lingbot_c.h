@@ -31,8 +31,8 @@
  * Every call returns a status: LINGBOT_OK, or an error code with a one-line message in
  * lingbot_last_error(). No C++ exception leaves these functions. Results arrive in frame order
  * through the callback, within a push or a later push or finish (see Session::push). A session
- * must be freed before its engine; sessions of one engine take turns (finish one before pushing
- * to another). One engine and its sessions are used from one thread at a time.
+ * must be freed before its engine. Sessions of one engine are independent: they may be pushed
+ * alternately or each from its own thread; one session is used by one thread at a time.
  *
  * Conventions are those of lingbot/engine.h: pose_enc = [t (3), quaternion x y z w (4), fov_y,
  * fov_x]; c2w = [R | t] maps camera to world coordinates (OpenCV axes), w2c is its inverse; all

@@ -1,5 +1,5 @@
 // The camera head's K/V cache: one slot per (refinement iteration, trunk block), each holding one
-// camera token per cached frame. The reference never evicts here (spec 02 §3.6), so the cache
+// camera token per cached frame. The reference never evicts here, so the cache
 // only grows by one row per keyframe and shrinks only by rollback or reset.
 //
 // For bounded memory a limit can keep the first `pinned` frames (the scale frames) and only the

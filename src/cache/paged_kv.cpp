@@ -128,12 +128,6 @@ void PagedKVCache::segments(int64_t layer, std::vector<KVSegment>& out) const {
   streams_[layer].segments(out);
 }
 
-std::vector<int32_t> PagedKVCache::page_table() const {
-  std::vector<int32_t> t(scale_.begin(), scale_.end());
-  t.insert(t.end(), live_.begin(), live_.end());
-  return t;
-}
-
 KVCacheStats PagedKVCache::stats() const {
   KVCacheStats s;
   s.stored_frames = stored_frames_;

@@ -74,8 +74,6 @@ class PagedKVCache {
   // frames last), then the special stream.
   void segments(int64_t layer, std::vector<KVSegment>& out) const;
 
-  // Frame pages in attention order (scale, then window), as the page table a kernel reads.
-  std::vector<int32_t> page_table() const;
   int64_t stream_rows() const { return streams_.empty() ? 0 : streams_[0].rows(); }
 
   KVCacheStats stats() const;

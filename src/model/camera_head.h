@@ -1,4 +1,4 @@
-// CameraCausalHead (spec 02 §3): iterative pose refinement from each frame's camera token, with
+// CameraCausalHead: iterative pose refinement from each frame's camera token, with
 // a per-(iteration, block) K/V cache of one token per frame so a streamed frame attends to every
 // cached keyframe.
 #pragma once

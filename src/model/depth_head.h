@@ -1,4 +1,4 @@
-// DPT depth head (spec 02 §4): four aggregator layers are projected, resampled to a feature
+// DPT depth head: four aggregator layers are projected, resampled to a feature
 // pyramid at 1/4 .. 1/28 of the image, fused coarse to fine, and decoded to per-pixel depth and
 // confidence. Stateless and per-frame.
 #pragma once
@@ -56,7 +56,7 @@ struct DepthOutput {
   Tensor conf;   // host F32 [S, H, W], 1 + exp(logit 1)
 };
 
-// The UV positional embedding added to a [channels, h, w] map of an H×W image (§4.2), already
+// The UV positional embedding added to a [channels, h, w] map of an H×W image, already
 // multiplied by `ratio`: host F32 [1, channels, h, w].
 Tensor uv_pos_embed(int64_t h, int64_t w, int64_t channels, double aspect_ratio, float ratio);
 

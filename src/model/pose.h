@@ -1,4 +1,4 @@
-// The camera head's 9-value pose encoding (spec 02 §5) and the camera it describes.
+// The camera head's 9-value pose encoding and the camera it describes.
 // pose_enc = [T (3) | quaternion x, y, z, w (4) | fov_h, fov_w (2)], where [R(q) | T] maps camera
 // coordinates to world coordinates (OpenCV axes: x right, y down, z forward).
 #pragma once

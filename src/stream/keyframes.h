@@ -1,4 +1,4 @@
-// Flow-based adaptive keyframes (spec 03 §6): the decision needs the frame's own outputs, so the
+// Flow-based adaptive keyframes: the decision needs the frame's own outputs, so the
 // session runs every streamed frame speculatively and keeps it only if this says so.
 #pragma once
 
@@ -14,7 +14,7 @@ namespace lingbot {
 // projected into the keyframe camera (c2w `key_c2w`, intrinsics `key_K`, both row-major). Samples
 // with depth <= 1e-6 or keyframe depth <= 1e-6 do not count, nor (our addition; the reference
 // would propagate inf or NaN) samples whose projection is not finite; 0 when none counts. This is
-// the reference's "flow" (§6.1): no image content is compared, only the predicted geometry.
+// the reference's "flow": no image content is compared, only the predicted geometry.
 double flow_magnitude(const FrameResult& current, const std::array<float, 12>& key_c2w,
                       const std::array<float, 9>& key_K, int stride = 8);
 
@@ -28,7 +28,7 @@ struct KeyframePolicy {
   double threshold = 0;  // pixels of flow_magnitude
   int64_t max_gap = 30;  // frames since the last keyframe that force a new one
 
-  // §6.2. `first`: the first streamed frame of the sequence, always a keyframe so that the
+  // `first`: the first streamed frame of the sequence, always a keyframe so that the
   // stream has an anchor past the scale frames. The gap is counted in absolute frame indices.
   bool is_keyframe(bool first, double magnitude, int64_t index, int64_t last_keyframe) const {
     return first || magnitude > threshold || index - last_keyframe >= max_gap;

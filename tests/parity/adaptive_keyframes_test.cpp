@@ -1,6 +1,6 @@
-// Flow-based adaptive keyframes through the public API on the tiny model (spec 03 §6): the
+// Flow-based adaptive keyframes through the public API on the tiny model: the
 // schedules the rule implies, and the reference fixtures wherever the flow mode attends to the
-// same frames as the fixed interval (§6.3).
+// same frames as the fixed interval.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,7 +94,7 @@ TEST(AdaptiveKeyframes, HugeThresholdFollowsTheMaxGap) {
 // i.e. an infinite focal length), so its flow measures 0 and even a threshold just above 0 keeps
 // nothing: the gap of 1 forces every frame instead. Until the window is full that is the
 // interval-1 reference; after it, deferred eviction lets each frame also see the frame about to
-// be evicted (§6.3), so only finiteness is checked there.
+// be evicted, so only finiteness is checked there.
 TEST(AdaptiveKeyframes, EveryFrameAKeyframe) {
   const StreamRun run = stream({.scale_frames = kScale,
                                 .window = kWindow,

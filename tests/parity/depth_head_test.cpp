@@ -58,7 +58,7 @@ TEST(DepthHeadParity, TinyKeyframeInterval3) {
 }
 
 TEST(DepthHead, UvEmbeddingGrid) {
-  // Spec 02 §4.2, 27×36 at aspect 4/3: corner (-0.77778, -0.57778), next x -0.73333, next y
+  // 27×36 at aspect 4/3: corner (-0.77778, -0.57778), next x -0.73333, next y
   // -0.53333. Channel 0 is sin(x·1), channel 2Q is sin(y·1).
   const int64_t h = 27, w = 36, ch = 8, q = ch / 4;
   const Tensor e = uv_pos_embed(h, w, ch, 4.0 / 3.0, 1.0f);

@@ -1,4 +1,4 @@
-// Windowed mode with flow-based adaptive keyframes (spec 03 §5.3): windows close after their
+// Windowed mode with flow-based adaptive keyframes: windows close after their
 // (window_size - scale)-th keyframe and the next starts `overlap` frames back, never before the
 // end of the scale block. A scripted camera whose motion is known checks which frames become
 // keyframes and that alignment recovers one trajectory; the tiny model checks the same driver

@@ -1,4 +1,4 @@
-// Windowed mode (spec 03 §5): the schedule, the cross-window alignment on synthetic windows with a
+// Windowed mode: the schedule, the cross-window alignment on synthetic windows with a
 // known answer, and the whole driver against the reference on the tiny fixture model.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Flow-based keyframes (spec 03 §6.1, §6.2): the reprojection measure on hand-built geometry and
+// Flow-based keyframes (the reference): the reprojection measure on hand-built geometry and
 // the decision rule on scripted magnitudes.
 #include "stream/keyframes.h"
 

@@ -1,4 +1,4 @@
-// The paged cache against a plain list model of the policy (spec 01 §8.2, §8.5): after every
+// The paged cache against a plain list model of the policy (the reference): after every
 // step, the tokens attention would read are exactly the ones the policy defines.
 #include "cache/paged_kv.h"
 

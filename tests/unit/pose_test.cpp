@@ -1,4 +1,4 @@
-// Pose encoding <-> camera (spec 02 §5): quaternion convention, inverse, intrinsics, round trip.
+// Pose encoding <-> camera: quaternion convention, inverse, intrinsics, round trip.
 #include "model/pose.h"
 
 #include <gtest/gtest.h>

@@ -159,7 +159,7 @@ TEST(Preprocess, TargetSizeFollowsTheSpecTable) {
   struct Case {
     int w, h, rw, rh;
   };
-  // spec/02 §6.6 (crop, 518), before the centre crop.
+  // The crop mode at width 518, before the centre crop.
   for (const Case& c :
        {Case{640, 480, 518, 392}, Case{4032, 3024, 518, 392}, Case{1920, 1080, 518, 294},
         Case{1280, 720, 518, 294}, Case{6000, 4000, 518, 350}, Case{480, 640, 518, 686},
