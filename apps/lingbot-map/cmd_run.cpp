@@ -118,6 +118,25 @@ int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
   return 0;
 }
 
+// The run's flags, as the preflight's advice names them.
+std::string flag(Setting s) {
+  switch (s) {
+    case Setting::ScaleFrames:
+      return "--scale-frames";
+    case Setting::Window:
+      return "--window";
+    case Setting::KeyframeInterval:
+      return "--keyframe-interval";
+    case Setting::MaxSpecialFrames:
+      return "--max-special-frames";
+    case Setting::WindowSize:
+      return "--window-size";
+    case Setting::InputWidth:
+      return "--size";
+  }
+  return "";
+}
+
 // A preflight and the plan it was made for.
 struct PlannedRun {
   RunPlan plan;
@@ -160,7 +179,7 @@ void check_fits(const PlannedRun& p, const RunArgs& a, const Engine& engine) {
   }
   if (available == 0 || p.need().total <= available) return;
   throw Error("not enough memory for " + p.estimate.summary + ": " +
-              explain_shortfall(p.plan, p.need(), available) +
+              explain_shortfall(flag, p.plan, p.need(), available) +
               " (--no-preflight skips this check)");
 }
 
@@ -218,7 +237,7 @@ int run(const RunArgs& a) {
               .stream = stream,
               .results = result_outputs(a, outputs.exports, keep_recent)};
     if (windowed) p.plan.windowed = windowed_options(a);
-    p.estimate = preflight(p.plan);
+    p.estimate = preflight(p.plan, flag);
     pre = p;
   }
   if (a.dry_run) {
@@ -233,7 +252,7 @@ int run(const RunArgs& a) {
                                                      : host_memory_available();
       fits = !available || m.total <= available;
       if (!fits)
-        std::printf("%s\n", explain_shortfall(pre->plan, m, available).c_str());
+        std::printf("%s\n", explain_shortfall(flag, pre->plan, m, available).c_str());
       else if (available)
         std::printf("fits in %s available\n", format_gb(available).c_str());
     } else {

@@ -3,12 +3,14 @@
 // it starts instead of failing with an allocation error hundreds of frames in.
 //
 //   lingbot::RunPlan plan{.engine = eo, .height = 378, .width = 504, .frames = 300, .stream = so};
-//   lingbot::Preflight p = lingbot::preflight(plan);
-//   if (p.need.total > available) std::puts(lingbot::explain_shortfall(plan, p.need, available));
+//   lingbot::Preflight p = lingbot::preflight(plan, names);
+//   if (p.need.total > available) std::puts(lingbot::explain_shortfall(names, plan, p.need,
+//   available));
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,7 +25,7 @@ struct ResultOutputs {
   bool predictions = true;  // predictions.safetensors: every frame's depth, confidence and pose
                             // are collected until the end of the run
   bool glb = false;         // the GLB export keeps every frame's points until the end
-  int point_stride = 4;     // --point-stride of the GLB points
+  int point_stride = 4;     // PointOptions::stride of the GLB points
   // Input frames the reader keeps after handing them out (windowed overlaps); 0 or 1 = none.
   int64_t recent_frames = 0;
   // Windowed mode: the results are stitched from windows, each held whole until aligned.
@@ -66,12 +68,25 @@ struct Preflight {
   std::string note;
 };
 
+// The settings the lines below suggest changing. The caller names them (the CLI its flags), so
+// that the advice speaks the caller's language; InputWidth is the preprocessing target width.
+enum class Setting {
+  ScaleFrames,
+  Window,
+  KeyframeInterval,
+  MaxSpecialFrames,
+  WindowSize,
+  InputWidth
+};
+using SettingNames = std::function<std::string(Setting)>;
+
 // Throws Error when the checkpoint cannot be read or the architecture is unknown.
-Preflight preflight(const RunPlan& plan);
+Preflight preflight(const RunPlan& plan, const SettingNames& names);
 
 // One line for a run that does not fit in `available` bytes: the numbers, and the mildest change
-// of each setting that would make it fit on its own.
-std::string explain_shortfall(const RunPlan& plan, const MemoryEstimate& need, size_t available);
+// of each setting that would make it fit on its own ("try NAME 12 or NAME 280 (280x210 input)").
+std::string explain_shortfall(const SettingNames& names, const RunPlan& plan,
+                              const MemoryEstimate& need, size_t available);
 
 // The estimate's terms, "weights 2.4 GB, KV cache 5.1 GB, camera cache 59 MB, activations
 // 4.2 GB" and ", results 1.2 GB" when results were estimated.

@@ -46,15 +46,16 @@ size_t estimate_result_memory(const ResultOutputs& results, int64_t height, int6
 // of each knob (scale frames, window, keyframe interval, input width) that would make it fit,
 // and the largest --max-special-frames that would, when the special stream and the camera caches
 // grow with the run. The arguments after `available` are those the estimate was made with.
-std::string explain_shortfall(const MemoryEstimate& need, size_t available,
-                              const ModelConfig& config, DType compute, int64_t height,
-                              int64_t width, int64_t frames, const StreamOptions& stream,
-                              const ResultOutputs* results = nullptr);
+std::string explain_shortfall(const SettingNames& names, const MemoryEstimate& need,
+                              size_t available, const ModelConfig& config, DType compute,
+                              int64_t height, int64_t width, int64_t frames,
+                              const StreamOptions& stream, const ResultOutputs* results = nullptr);
 
 // For --dry-run of a run that fits (or whose device memory is unknown): a line when what grows
 // with the sequence and a special-frame cap would bound (the special stream and the camera
 // caches) is more than half of the estimate, else "".
-std::string growth_note(const MemoryEstimate& m, const StreamOptions& stream);
+std::string growth_note(const SettingNames& names, const MemoryEstimate& m,
+                        const StreamOptions& stream);
 
 // Windowed mode resets the session before every window, so the caches never hold more than one
 // window: the peak is that of the longest window, however long the sequence, and the special
@@ -76,9 +77,9 @@ MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute
                                         const ResultOutputs* results = nullptr);
 // As explain_shortfall, with the knobs of windowed mode: window size, sliding window, special-frame
 // cap, input width.
-std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
-                                       const ModelConfig& config, DType compute, int64_t height,
-                                       int64_t width, int64_t frames,
+std::string explain_windowed_shortfall(const SettingNames& names, const MemoryEstimate& need,
+                                       size_t available, const ModelConfig& config, DType compute,
+                                       int64_t height, int64_t width, int64_t frames,
                                        const WindowedOptions& options,
                                        const ResultOutputs* results = nullptr);
 

@@ -20,7 +20,7 @@ DType planned_compute(const EngineOptions& o) {
 
 }  // namespace
 
-Preflight preflight(const RunPlan& p) {
+Preflight preflight(const RunPlan& p, const SettingNames& names) {
   const ModelConfig config = planned_config(p.engine);
   const DType compute = planned_compute(p.engine);
   Preflight r;
@@ -31,19 +31,20 @@ Preflight preflight(const RunPlan& p) {
   } else {
     r.need = estimate_memory(config, compute, p.height, p.width, p.frames, p.stream, &p.results);
     r.cached = ", " + std::to_string(stored_frames(p.frames, p.stream)) + " frames cached";
-    r.note = growth_note(r.need, p.stream);  // windowed runs are bounded per window
+    r.note = growth_note(names, r.need, p.stream);  // windowed runs are bounded per window
   }
   r.summary = std::to_string(p.frames) + " frames at " + std::to_string(p.width) + "x" +
               std::to_string(p.height) + " (" + dtype_name(compute) + ")";
   return r;
 }
 
-std::string explain_shortfall(const RunPlan& p, const MemoryEstimate& need, size_t available) {
+std::string explain_shortfall(const SettingNames& names, const RunPlan& p,
+                              const MemoryEstimate& need, size_t available) {
   const ModelConfig config = planned_config(p.engine);
   const DType compute = planned_compute(p.engine);
-  return p.windowed ? explain_windowed_shortfall(need, available, config, compute, p.height,
+  return p.windowed ? explain_windowed_shortfall(names, need, available, config, compute, p.height,
                                                  p.width, p.frames, *p.windowed, &p.results)
-                    : explain_shortfall(need, available, config, compute, p.height, p.width,
+                    : explain_shortfall(names, need, available, config, compute, p.height, p.width,
                                         p.frames, p.stream, &p.results);
 }
 
