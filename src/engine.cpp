@@ -40,7 +40,7 @@ class EngineImpl final : public Engine {
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
     }
     if (o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda")) {
-      LINGBOT_CHECK(o.device == "cuda", "bf16 precision needs --device cuda (the CPU runs f32)");
+      LINGBOT_CHECK(o.device == "cuda", "bf16 precision needs the cuda device (the CPU runs f32)");
       config_.compute = DType::BF16;
     } else if (o.precision != "f32" && o.precision != "auto") {
       throw Error("unknown precision '" + o.precision + "' (auto, f32 or bf16)");

@@ -13,8 +13,8 @@
 
 #include "commands.h"
 #include "lingbot/error.h"
+#include "lingbot/profile.h"
 #include "pipeline.h"
-#include "util/profile.h"
 
 namespace lingbot::cli {
 namespace {

@@ -7,10 +7,9 @@
 #include <string>
 
 #include "commands.h"
-#include "io/image.h"
 #include "lingbot/error.h"
+#include "lingbot/image.h"
 #include "pipeline.h"
-#include "stream/keyframes.h"
 
 namespace lingbot::cli {
 namespace {
@@ -65,15 +64,6 @@ ImageU8 render_frame(int index, int width, int height) {
   return img;
 }
 
-Tensor to_tensor(const ImageU8& img) {
-  Tensor t = Tensor::zeros({3, img.height, img.width});
-  const int64_t plane = static_cast<int64_t>(img.width) * img.height;
-  for (int64_t i = 0; i < plane; ++i)
-    for (int c = 0; c < 3; ++c)
-      t.f32()[c * plane + i] = static_cast<float>(img.rgb[i * 3 + c]) / 255.0f;
-  return t;
-}
-
 int demo(const DemoArgs& a) {
   LINGBOT_CHECK(a.width % 14 == 0 && a.height % 14 == 0,
                 "--width and --height must be multiples of 14");
@@ -93,7 +83,7 @@ int demo(const DemoArgs& a) {
   if (eo.arch.empty()) eo.arch = eo.device == "cuda" ? "lingbot-map" : "tiny";
   auto engine = Engine::create(eo);
   int next = 0;
-  FrameSource source = [&]() -> std::optional<Tensor> {
+  NextFrame source = [&]() -> std::optional<Tensor> {
     if (next == a.frames) return std::nullopt;
     ImageU8 img = render_frame(next, a.width, a.height);
     write_png(frames_dir + "/" + frame_name(next++), img);

@@ -5,9 +5,8 @@
 #include <string>
 
 #include "commands.h"
-#include "io/image.h"
-#include "io/preprocess.h"
 #include "lingbot/error.h"
+#include "lingbot/image.h"
 
 namespace lingbot::cli {
 

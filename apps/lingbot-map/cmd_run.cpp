@@ -14,16 +14,12 @@
 #include <string>
 
 #include "commands.h"
-#include "input.h"
-#include "io/image.h"
-#include "io/preprocess.h"
 #include "lingbot/error.h"
+#include "lingbot/image.h"
+#include "lingbot/preflight.h"
+#include "lingbot/source.h"
+#include "lingbot/windowed.h"
 #include "pipeline.h"
-#include "stream/keyframes.h"
-#include "stream/preflight.h"
-#include "stream/windowed.h"
-#include "weights/checkpoint.h"
-#include "weights/safetensors.h"
 
 namespace lingbot::cli {
 namespace {
@@ -102,39 +98,16 @@ int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
   WindowedResult r = run_windowed(engine, frames, frame_at, w, log);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  TensorMap t{{"pose_enc", r.pose_enc},
-              {"depth", r.depth},
-              {"depth_conf", r.depth_conf},
-              {"c2w", r.c2w},
-              {"w2c", r.w2c},
-              {"intrinsics", r.intrinsics},
-              {"frame_type", r.frame_type},
-              {"is_keyframe", r.is_keyframe},
-              {"chunk_scales", r.chunk_scales},
-              {"chunk_transforms", r.chunk_transforms}};
-  write_safetensors(
-      a.out + "/predictions.safetensors", t,
-      {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}, {"mode", "windowed"}});
+  write_predictions(a.out + "/predictions.safetensors", r);
   if (!outputs.exports.formats.empty()) {
     ExportOptions exports = outputs.exports;
     if (exports.out_dir.empty()) exports.out_dir = a.out;
-    auto sinks = make_run_sinks(exports, outputs.timestamp);
-    const int64_t s = r.pose_enc.dim(0), h = r.depth.dim(1), wd = r.depth.dim(2), plane = h * wd;
-    for (int64_t i = 0; i < s; ++i) {
-      FrameResult f;
-      f.index = i;
-      f.keyframe = r.is_keyframe.data<uint8_t>()[i] != 0;
-      std::copy_n(r.pose_enc.f32() + i * 9, 9, f.pose_enc.begin());
-      std::copy_n(r.c2w.f32() + i * 12, 12, f.c2w.begin());
-      std::copy_n(r.w2c.f32() + i * 12, 12, f.w2c.begin());
-      std::copy_n(r.intrinsics.f32() + i * 9, 9, f.intrinsics.begin());
-      f.height = static_cast<int>(h);
-      f.width = static_cast<int>(wd);
-      f.depth.assign(r.depth.f32() + i * plane, r.depth.f32() + (i + 1) * plane);
-      f.confidence.assign(r.depth_conf.f32() + i * plane, r.depth_conf.f32() + (i + 1) * plane);
-      const Tensor rgb = frame_at(i);
+    exports.timestamp = outputs.timestamp;
+    auto sinks = make_sinks(exports);
+    for_each_frame(r, [&](const FrameResult& f) {
+      const Tensor rgb = frame_at(f.index);
       for (auto& sink : sinks) sink->add(f, &rgb);
-    }
+    });
     for (auto& sink : sinks) sink->finish();
   }
   if (!r.source_error.empty())
@@ -145,50 +118,30 @@ int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
   return 0;
 }
 
-// The architecture the engine will build, without loading the weights (a checkpoint is only
-// opened for its shapes when --arch does not say).
-ModelConfig planned_config(const EngineOptions& o) {
-  if (!o.arch.empty()) return ModelConfig::preset(o.arch);
-  if (o.model.rfind("synthetic:", 0) == 0) return ModelConfig::preset("lingbot-map");
-  return ModelConfig::infer(load_checkpoint(o.model));
+// The run's flags, as the preflight's advice names them.
+std::string flag(Setting s) {
+  switch (s) {
+    case Setting::ScaleFrames:
+      return "--scale-frames";
+    case Setting::Window:
+      return "--window";
+    case Setting::KeyframeInterval:
+      return "--keyframe-interval";
+    case Setting::MaxSpecialFrames:
+      return "--max-special-frames";
+    case Setting::WindowSize:
+      return "--window-size";
+    case Setting::InputWidth:
+      return "--size";
+  }
+  return "";
 }
 
-DType planned_compute(const EngineOptions& o) {
-  return o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda") ? DType::BF16
-                                                                                : DType::F32;
-}
-
-struct Preflight {
-  ModelConfig config;
-  DType compute;
-  int64_t height, width, frames;
-  StreamOptions stream;
-  std::optional<WindowedOptions> windowed;
-  ResultOutputs results;  // what the outputs keep on the host
-  MemoryEstimate need;
-
-  void estimate() {
-    need = windowed ? estimate_windowed_memory(config, compute, height, width, frames, *windowed,
-                                               &results)
-                    : estimate_memory(config, compute, height, width, frames, stream, &results);
-  }
-  std::string describe() const {
-    return std::to_string(frames) + " frames at " + std::to_string(width) + "x" +
-           std::to_string(height) + " (" + dtype_name(compute) + ")";
-  }
-  // What the caches hold at the peak: ", N frames cached" and, windowed, per how long a window.
-  std::string cached() const {
-    if (windowed) return describe_windows(frames, *windowed);
-    return ", " + std::to_string(stored_frames(frames, stream)) + " frames cached";
-  }
-  std::string explain(size_t available) const {
-    return windowed ? explain_windowed_shortfall(need, available, config, compute, height, width,
-                                                 frames, *windowed, &results)
-                    : explain_shortfall(need, available, config, compute, height, width, frames,
-                                        stream, &results);
-  }
-  // Windowed runs are bounded per window: no growth to note.
-  std::string note() const { return windowed ? "" : growth_note(need, stream); }
+// A preflight and the plan it was made for.
+struct PlannedRun {
+  RunPlan plan;
+  Preflight estimate;
+  const MemoryEstimate& need() const { return estimate.need; }
 };
 
 // What the run's outputs keep of its results on the host, for the estimate.
@@ -204,12 +157,13 @@ ResultOutputs result_outputs(const RunArgs& a, const ExportOptions& exports, int
 // --memory-limit-gb cap, else free device memory after loading (the weights already resident
 // there count as available), else the host's available memory. Unknown memory passes. On a GPU
 // the results kept on the host are checked against the host's available memory too.
-void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine) {
-  if (!p.results.on_host) {
+void check_fits(const PlannedRun& p, const RunArgs& a, const Engine& engine) {
+  if (!p.plan.results.on_host) {
     const size_t host = host_memory_available();
-    if (host && p.need.results > host)
-      throw Error("not enough host memory for " + p.describe() + ": the results kept for the " +
-                  "outputs need ~" + format_gb(p.need.results) + ", " + format_gb(host) +
+    if (host && p.need().results > host)
+      throw Error("not enough host memory for " + p.estimate.summary +
+                  ": the results kept for the " + "outputs need ~" + format_gb(p.need().results) +
+                  ", " + format_gb(host) +
                   " available: process fewer frames (--first-k, --stride, --fps), a smaller "
                   "--size, or export without glb (--no-preflight skips this check)");
   }
@@ -218,13 +172,14 @@ void check_fits(const Preflight& p, const RunArgs& a, const Engine& engine) {
     available = static_cast<size_t>(a.memory_limit_gb * 1e9);
   } else if (a.engine.device == "cpu") {
     const size_t host = host_memory_available();
-    available = host ? host + p.need.weights : 0;
+    available = host ? host + p.need().weights : 0;
   } else {
     const size_t free = engine.device_memory_free();
-    available = free ? free + p.need.weights : 0;
+    available = free ? free + p.need().weights : 0;
   }
-  if (available == 0 || p.need.total <= available) return;
-  throw Error("not enough memory for " + p.describe() + ": " + p.explain(available) +
+  if (available == 0 || p.need().total <= available) return;
+  throw Error("not enough memory for " + p.estimate.summary + ": " +
+              explain_shortfall(flag, p.plan, p.need(), available) +
               " (--no-preflight skips this check)");
 }
 
@@ -233,11 +188,11 @@ int run(const RunArgs& a) {
   if (a.mode != "streaming" && a.mode != "windowed")
     throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
   const bool windowed = a.mode == "windowed";
-  InputOptions in{.fps = a.fps,
-                  .stride = a.stride,
-                  .first_k = a.first_k,
-                  .quiet = a.quiet,
-                  .realtime = a.realtime};
+  SourceOptions in{.fps = a.fps,
+                   .stride = a.stride,
+                   .first_k = a.first_k,
+                   .quiet = a.quiet,
+                   .realtime = a.realtime};
   if (windowed) {
     // Windows step back over their overlap; keeping those frames avoids decoding a video again.
     in.keep_recent =
@@ -246,8 +201,8 @@ int run(const RunArgs& a) {
                            int64_t{a.overlap_keyframes} * std::max(1, a.stream.keyframe_interval)});
     in.exact_count = true;  // the window plan needs the length
   }
-  auto input = open_input(
-      a.input, in, [&](const ImageU8& img) { return to_float01(preprocess(img, mode, a.size)); });
+  auto input =
+      open_source(a.input, in, [&](const ImageU8& img) { return model_input(img, mode, a.size); });
   LINGBOT_CHECK(!(windowed && input->live()),
                 "--mode windowed needs a folder or a video file, not a live source");
   // Live sources have no length: the estimate covers the frames the caches keep for good.
@@ -271,39 +226,39 @@ int run(const RunArgs& a) {
   // The size the model sees is known only after preprocessing; the first frame, loaded here,
   // is handed to the stream below rather than decoded twice.
   std::optional<Tensor> first;
-  std::optional<Preflight> pre;
+  std::optional<PlannedRun> pre;
   if (a.dry_run || !a.no_preflight) {
     first = frame_at(0);
-    Preflight p{planned_config(a.engine),
-                planned_compute(a.engine),
-                first->dim(1),
-                first->dim(2),
-                frames,
-                stream};
-    if (windowed) p.windowed = windowed_options(a);
-    p.results = result_outputs(a, outputs.exports, keep_recent);
-    p.estimate();
+    PlannedRun p;
+    p.plan = {.engine = a.engine,
+              .height = first->dim(1),
+              .width = first->dim(2),
+              .frames = frames,
+              .stream = stream,
+              .results = result_outputs(a, outputs.exports, keep_recent)};
+    if (windowed) p.plan.windowed = windowed_options(a);
+    p.estimate = preflight(p.plan, flag);
     pre = p;
   }
   if (a.dry_run) {
-    const MemoryEstimate& m = pre->need;
+    const MemoryEstimate& m = pre->need();
     // On a GPU the results are host memory, listed but not in the device total.
-    std::printf("memory estimate for %s%s: ~%s (%s%s)\n", pre->describe().c_str(),
-                pre->cached().c_str(), format_gb(m.total).c_str(), describe_terms(m).c_str(),
-                pre->results.on_host ? "" : " on the host");
+    std::printf("memory estimate for %s%s: ~%s (%s%s)\n", pre->estimate.summary.c_str(),
+                pre->estimate.cached.c_str(), format_gb(m.total).c_str(), describe_terms(m).c_str(),
+                pre->plan.results.on_host ? "" : " on the host");
     bool fits = true;
     if (a.memory_limit_gb > 0 || a.engine.device == "cpu") {
       const size_t available = a.memory_limit_gb > 0 ? static_cast<size_t>(a.memory_limit_gb * 1e9)
                                                      : host_memory_available();
       fits = !available || m.total <= available;
       if (!fits)
-        std::printf("%s\n", pre->explain(available).c_str());
+        std::printf("%s\n", explain_shortfall(flag, pre->plan, m, available).c_str());
       else if (available)
         std::printf("fits in %s available\n", format_gb(available).c_str());
     } else {
       std::printf("free GPU memory is checked when the run starts\n");
     }
-    if (fits && !pre->note().empty()) std::printf("%s\n", pre->note().c_str());
+    if (fits && !pre->estimate.note.empty()) std::printf("%s\n", pre->estimate.note.c_str());
     return 0;
   }
   auto engine = Engine::create(a.engine);
@@ -311,7 +266,7 @@ int run(const RunArgs& a) {
   if (windowed) return run_windowed_mode(a, *engine, frames, frame_at, outputs);
   if (input->live()) std::signal(SIGINT, on_interrupt);
   int64_t next = 0;
-  FrameSource source = [&]() -> std::optional<Tensor> {
+  NextFrame source = [&]() -> std::optional<Tensor> {
     if (g_interrupted) return std::nullopt;
     if (next == 0 && first) {
       ++next;

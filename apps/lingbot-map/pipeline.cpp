@@ -11,57 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "lingbot/error.h"
-#include "weights/safetensors.h"
 
 namespace lingbot::cli {
 namespace {
-
-// Collects per-frame results into the predictions file's tensors.
-class PredictionsWriter {
- public:
-  // `expected`: frames the run should have (0 = unknown). The buffers are reserved for them, so
-  // that they hold what the preflight counts rather than up to three times as much while growing
-  // (old and doubled buffer); reserved pages are only taken as they are written. A count that
-  // cannot be reserved (a container's wrong estimate) leaves them to grow.
-  explicit PredictionsWriter(int64_t expected) : expected_(std::max<int64_t>(expected, 0)) {}
-  void add(const FrameResult& r) {
-    if (frames_ == 0) {
-      h_ = r.height;
-      w_ = r.width;
-      const size_t n = static_cast<size_t>(expected_);
-      try {
-        for (auto* v : {&pose_, &k_}) v->reserve(n * 9);
-        for (auto* v : {&c2w_, &w2c_}) v->reserve(n * 12);
-        for (auto* v : {&depth_, &conf_}) v->reserve(n * r.depth.size());
-      } catch (const std::exception&) {  // std::length_error, std::bad_alloc
-      }
-    }
-    ++frames_;
-    pose_.insert(pose_.end(), r.pose_enc.begin(), r.pose_enc.end());
-    c2w_.insert(c2w_.end(), r.c2w.begin(), r.c2w.end());
-    w2c_.insert(w2c_.end(), r.w2c.begin(), r.w2c.end());
-    k_.insert(k_.end(), r.intrinsics.begin(), r.intrinsics.end());
-    depth_.insert(depth_.end(), r.depth.begin(), r.depth.end());
-    conf_.insert(conf_.end(), r.confidence.begin(), r.confidence.end());
-  }
-  void write(const std::string& path) {
-    auto view = [](std::vector<float>& v, Shape s) {
-      return Tensor::wrap(v.data(), s, DType::F32, nullptr);
-    };
-    TensorMap t;
-    t["pose_enc"] = view(pose_, {frames_, 9});
-    t["c2w"] = view(c2w_, {frames_, 3, 4});
-    t["w2c"] = view(w2c_, {frames_, 3, 4});
-    t["intrinsics"] = view(k_, {frames_, 3, 3});
-    t["depth"] = view(depth_, {frames_, h_, w_});
-    t["depth_conf"] = view(conf_, {frames_, h_, w_});
-    write_safetensors(path, t, {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}});
-  }
-
- private:
-  int64_t expected_ = 0, frames_ = 0, h_ = 0, w_ = 0;
-  std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_;
-};
 
 // One updating line (bar, frames/s, ETA) on a terminal; a plain line per frame otherwise, so
 // logs stay readable.
@@ -131,27 +83,13 @@ ExportOptions export_options(const ExportArgs& a, FrameNamer name) {
   return o;
 }
 
-std::vector<std::unique_ptr<ResultSink>> make_run_sinks(
-    ExportOptions exports, const std::function<double(int64_t)>& timestamp) {
-  auto tum = std::find(exports.formats.begin(), exports.formats.end(), "tum");
-  if (!timestamp || tum == exports.formats.end()) return make_sinks(exports);
-  exports.formats.erase(tum);
-  auto sinks = make_sinks(exports);
-  const std::string dir = exports.out_dir.empty() ? "." : exports.out_dir;
-  std::error_code ec;  // make_sinks made it unless tum was the only format
-  std::filesystem::create_directories(dir, ec);
-  sinks.push_back(
-      make_trajectory_sink(dir + "/trajectory_tum.txt", TrajectoryFormat::TUM, timestamp));
-  return sinks;
-}
-
 std::string join(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
   return s;
 }
 
-RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameSource& source,
+RunSummary run_stream(Engine& engine, const StreamOptions& options, const NextFrame& source,
                       const RunOutputs& out) {
   std::error_code ec;
   std::filesystem::create_directories(out.out_dir, ec);
@@ -164,7 +102,8 @@ RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameS
   }
   ExportOptions exports = out.exports;
   if (exports.out_dir.empty()) exports.out_dir = out.out_dir;
-  auto sinks = make_run_sinks(exports, out.timestamp);
+  exports.timestamp = out.timestamp;
+  auto sinks = make_sinks(exports);
   // Results can come several frames after their push (the scale frames arrive together), so
   // the frames wait here, by index, for the sinks that colour points or save images.
   std::map<int64_t, Tensor> waiting;

@@ -8,13 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "io/sinks/sink.h"
 #include "lingbot/engine.h"
+#include "lingbot/exports.h"
 
 namespace lingbot::cli {
 
 // Returns the next frame (F32 [3, H, W] in [0, 1]) or nothing at the end.
-using FrameSource = std::function<std::optional<Tensor>()>;
+using NextFrame = std::function<std::optional<Tensor>()>;
 
 struct RunOutputs {
   std::string out_dir;
@@ -54,16 +54,12 @@ void add_export_options(CLI::App* sub, ExportArgs& a);
 ExportOptions export_options(const ExportArgs& a, FrameNamer name);
 std::string join(const std::vector<std::string>& items);  // "a, b, c"
 
-// make_sinks, with the TUM trajectory stamped by `timestamp` when one is given.
-std::vector<std::unique_ptr<ResultSink>> make_run_sinks(
-    ExportOptions exports, const std::function<double(int64_t)>& timestamp);
-
 struct RunSummary {
   int64_t frames = 0;
   double seconds = 0;
 };
 
-RunSummary run_stream(Engine& engine, const StreamOptions& options, const FrameSource& source,
+RunSummary run_stream(Engine& engine, const StreamOptions& options, const NextFrame& source,
                       const RunOutputs& outputs);
 
 }  // namespace lingbot::cli

@@ -50,6 +50,12 @@ struct StreamOptions {
   int64_t max_special_frames = 0;
 };
 
+// The reference demo's rule for long videos: the model was trained with video RoPE over 320
+// views, so a video of more frames caches every ceil(frames / 320)-th one.
+inline int auto_keyframe_interval(int64_t frames) {
+  return frames > 320 ? static_cast<int>((frames + 319) / 320) : 1;
+}
+
 struct FrameResult {
   int64_t index = 0;  // frame number in the sequence
   bool keyframe = true;

@@ -225,6 +225,15 @@ Tensor to_float01(const Tensor& chw_u8) {
   return out;
 }
 
+Tensor to_tensor(const ImageU8& img) {
+  Tensor t = Tensor::zeros({3, img.height, img.width});
+  const int64_t plane = static_cast<int64_t>(img.width) * img.height;
+  for (int64_t i = 0; i < plane; ++i)
+    for (int c = 0; c < 3; ++c)
+      t.f32()[c * plane + i] = static_cast<float>(img.rgb[i * 3 + c]) / 255.0f;
+  return t;
+}
+
 Tensor pad_batch_to_common_size(const std::vector<Tensor>& frames) {
   LINGBOT_CHECK(!frames.empty(), "no frames to stack");
   const DType dt = frames[0].dtype();

@@ -1,16 +1,15 @@
 // Model-input frames from decoded images, bit-identical to the reference's
-// load_and_preprocess_images (spec/02 §6.2-6.5).
+// load_and_preprocess_images (spec/02 §6.2-6.5). preprocess() and to_float01() are public
+// (lingbot/image.h); the resampling pieces below are for the tests.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "io/image.h"
+#include "lingbot/image.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot {
-
-enum class PreprocessMode { Crop, Pad, None };
 
 // Resampled size before cropping/padding (spec/02 §6.2). None keeps the image size.
 struct Size2 {
@@ -18,14 +17,6 @@ struct Size2 {
 };
 Size2 preprocess_resize_size(int width, int height, PreprocessMode mode, int target = 518,
                              int patch = 14);
-
-// uint8 CHW [3, H, W]. Crop: width `target`, rows centre-cropped to at most `target`. Pad:
-// longer side `target`, padded with white to target x target. None: unchanged, but both sides
-// must be multiples of `patch`. Throws Error for sizes the reference cannot produce.
-Tensor preprocess(const ImageU8& img, PreprocessMode mode, int target = 518, int patch = 14);
-
-// F32 [3, H, W] (or any shape) in [0, 1]: (float)u / 255, as torchvision's ToTensor.
-Tensor to_float01(const Tensor& chw_u8);
 
 // Stacks [3, H, W] frames (all U8 or all F32) into [N, 3, Hmax, Wmax], centring the smaller
 // ones on white (255 / 1.0) as the reference does for mixed sizes (spec/02 §6.5).

@@ -78,7 +78,7 @@ InputKind classify_input(const std::string& input) {
   if (fs::is_character_file(st)) return InputKind::Live;
   if (is_image_name(input))
     throw Error(input +
-                " is an image; --input takes a folder of images, a video file, a capture "
+                " is an image; a source is a folder of images, a video file, a capture "
                 "device or a stream URL");
   return InputKind::VideoFile;
 }

@@ -18,12 +18,6 @@ namespace lingbot {
 double flow_magnitude(const FrameResult& current, const std::array<float, 12>& key_c2w,
                       const std::array<float, 9>& key_K, int stride = 8);
 
-// The reference demo's rule for long videos: the model was trained with video RoPE over 320
-// views, so a video of more frames caches every ceil(frames / 320)-th one.
-inline int auto_keyframe_interval(int64_t frames) {
-  return frames > 320 ? static_cast<int>((frames + 319) / 320) : 1;
-}
-
 struct KeyframePolicy {
   double threshold = 0;  // pixels of flow_magnitude
   int64_t max_gap = 30;  // frames since the last keyframe that force a new one

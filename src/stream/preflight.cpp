@@ -241,7 +241,7 @@ size_t host_memory_available() {
 
 namespace {
 
-// The numbers and the suggestions, `tries` being "--a 1 or --b 2" or empty.
+// The numbers and the suggestions, `tries` being "a 1 or b 2" or empty.
 std::string shortfall_line(const MemoryEstimate& need, size_t available, std::string tries) {
   if (tries.empty())
     tries = "no single setting fits; combine them or use a larger device";
@@ -287,11 +287,12 @@ int64_t cap_range(int64_t stored, const StreamOptions& s) {
 
 // The widest smaller input of the same aspect (sides multiples of the patch) that fits.
 template <class Fits>
-std::string smaller_size_that_fits(int64_t height, int64_t width, int64_t patch, Fits fits) {
+std::string smaller_size_that_fits(const std::string& name, int64_t height, int64_t width,
+                                   int64_t patch, Fits fits) {
   for (int64_t w = width - patch; w >= patch; w -= patch) {
     const int64_t h = std::max(patch, height * w / width / patch * patch);
     if (fits(h, w))
-      return "--size " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
+      return name + " " + std::to_string(w) + " (" + std::to_string(w) + "x" + std::to_string(h) +
              " input)";
   }
   return "";
@@ -307,10 +308,10 @@ std::string describe_terms(const MemoryEstimate& m) {
   return s;
 }
 
-std::string explain_shortfall(const MemoryEstimate& need, size_t available,
-                              const ModelConfig& config, DType compute, int64_t height,
-                              int64_t width, int64_t frames, const StreamOptions& stream,
-                              const ResultOutputs* results) {
+std::string explain_shortfall(const SettingNames& names, const MemoryEstimate& need,
+                              size_t available, const ModelConfig& config, DType compute,
+                              int64_t height, int64_t width, int64_t frames,
+                              const StreamOptions& stream, const ResultOutputs* results) {
   auto fits = [&](const StreamOptions& s, int64_t h, int64_t w) {
     return estimate_memory(config, compute, h, w, frames, s, results).total <= available;
   };
@@ -327,29 +328,32 @@ std::string explain_shortfall(const MemoryEstimate& need, size_t available,
     };
   };
   const int64_t stored = stored_frames(frames, stream);
-  suggest(first_fit("--window", std::min<int64_t>(stream.window, stored) - 1, 1, -1,
+  suggest(first_fit(names(Setting::Window), std::min<int64_t>(stream.window, stored) - 1, 1, -1,
                     with(&StreamOptions::window)));
   const int64_t interval = std::max(stream.keyframe_interval, 1);
-  suggest(first_fit("--keyframe-interval", interval + 1,
+  suggest(first_fit(names(Setting::KeyframeInterval), interval + 1,
                     std::max<int64_t>(frames - stream.scale_frames, 1), 1,
                     with(&StreamOptions::keyframe_interval)));
-  suggest(first_fit("--scale-frames", stream.scale_frames - 1, 1, -1,
+  suggest(first_fit(names(Setting::ScaleFrames), stream.scale_frames - 1, 1, -1,
                     with(&StreamOptions::scale_frames)));
-  suggest(smaller_size_that_fits(height, width, config.patch,
+  suggest(smaller_size_that_fits(names(Setting::InputWidth), height, width, config.patch,
                                  [&](int64_t h, int64_t w) { return fits(stream, h, w); }));
   // The special stream and the camera caches grow with the run; a cap bounds both.
-  suggest(largest_fit("--max-special-frames", 1, cap_range(stored, stream) - 1,
+  suggest(largest_fit(names(Setting::MaxSpecialFrames), 1, cap_range(stored, stream) - 1,
                       with(&StreamOptions::max_special_frames)));
   return shortfall_line(need, available, tries);
 }
 
-std::string growth_note(const MemoryEstimate& m, const StreamOptions& stream) {
+std::string growth_note(const SettingNames& names, const MemoryEstimate& m,
+                        const StreamOptions& stream) {
   if (stream.max_special_frames > 0) return "";  // already bounded
   const size_t growing = m.special_stream + m.camera_cache;
   if (m.total == 0 || 2 * growing <= m.total) return "";
   return "note: " + format_gb(growing) + " of the ~" + format_gb(m.total) +
-         " is the special-token stream and camera caches, which grow with the number of frames; "
-         "--max-special-frames N bounds them (see \"Long sequences\" in docs/ARCHITECTURE.md)";
+         " is the special-token stream and camera caches, which grow with the number of "
+         "frames; " +
+         names(Setting::MaxSpecialFrames) +
+         " N bounds them (see \"Long sequences\" in docs/ARCHITECTURE.md)";
 }
 
 int64_t longest_window(int64_t frames, const WindowedOptions& o) {
@@ -395,10 +399,10 @@ std::string describe_windows(int64_t frames, const WindowedOptions& o) {
          std::to_string(longest_window(frames, o)) + " frames, " + cached;
 }
 
-std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
-                                       const ModelConfig& config, DType compute, int64_t height,
-                                       int64_t width, int64_t frames, const WindowedOptions& o,
-                                       const ResultOutputs* results) {
+std::string explain_windowed_shortfall(const SettingNames& names, const MemoryEstimate& need,
+                                       size_t available, const ModelConfig& config, DType compute,
+                                       int64_t height, int64_t width, int64_t frames,
+                                       const WindowedOptions& o, const ResultOutputs* results) {
   auto fits = [&](const WindowedOptions& w, int64_t h, int64_t wd) {
     return estimate_windowed_memory(config, compute, h, wd, frames, w, results).total <= available;
   };
@@ -413,18 +417,19 @@ std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t availa
       return fits(w, height, width);
     };
   };
-  suggest(first_fit("--window-size",
+  suggest(first_fit(names(Setting::WindowSize),
                     std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1, 1, -1,
                     with(&WindowedOptions::window_size)));
   // The page pool is sized by the sliding window, or by the window size when that is smaller
   // (window_stream_options): only a sliding window below the latter helps.
-  suggest(first_fit("--window", window_stream_options(o).window - 1, 1, -1,
+  suggest(first_fit(names(Setting::Window), window_stream_options(o).window - 1, 1, -1,
                     with(&WindowedOptions::sliding_window)));
-  suggest(smaller_size_that_fits(height, width, config.patch,
+  suggest(smaller_size_that_fits(names(Setting::InputWidth), height, width, config.patch,
                                  [&](int64_t h, int64_t w) { return fits(o, h, w); }));
   StreamOptions s = window_stream_options(o);
   s.keyframe_interval = 1;
-  suggest(largest_fit("--max-special-frames", 1, cap_range(window_cached_frames(frames, o), s) - 1,
+  suggest(largest_fit(names(Setting::MaxSpecialFrames), 1,
+                      cap_range(window_cached_frames(frames, o), s) - 1,
                       with(&WindowedOptions::max_special_frames)));
   return shortfall_line(need, available, tries);
 }

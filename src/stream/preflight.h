@@ -1,6 +1,5 @@
-// Memory preflight: what a streaming (or windowed) run will hold at its peak, computed from shapes
-// alone (no weights, no device), so a long run can be refused before it starts instead of failing
-// with an allocation error hundreds of frames in.
+// Memory preflight, the estimates behind lingbot/preflight.h (which holds the types): per
+// architecture, dtype and settings, for the public preflight() and for the tests.
 #pragma once
 
 #include <cstddef>
@@ -8,38 +7,11 @@
 #include <string>
 
 #include "lingbot/engine.h"
+#include "lingbot/preflight.h"
 #include "model/config.h"
 #include "stream/windowed.h"
 
 namespace lingbot {
-
-// What a run keeps of its results on the host, beyond the model's own memory: passed to the
-// estimates below, it is counted in MemoryEstimate::results (see estimate_result_memory).
-struct ResultOutputs {
-  bool predictions = true;  // predictions.safetensors: every frame's depth, confidence and pose
-                            // are collected until the end of the run
-  bool glb = false;         // the GLB export keeps every frame's points until the end
-  int point_stride = 4;     // --point-stride of the GLB points
-  // Input frames the reader keeps after handing them out (windowed overlaps); 0 or 1 = none.
-  int64_t recent_frames = 0;
-  // Windowed mode: the results are stitched from windows, each held whole until aligned.
-  bool windowed = false;
-  // The model runs on the host (the CPU backend): the results then count in `total`, which is
-  // checked against host memory; on a GPU they are host memory beside the device's.
-  bool on_host = true;
-};
-
-struct MemoryEstimate {
-  size_t weights = 0;         // transformer matrices in the compute dtype, everything else F32
-  size_t kv_cache = 0;        // paged aggregator cache, all global layers, special stream included
-  size_t special_stream = 0;  // part of kv_cache: the evicted frames' special tokens
-  size_t camera_cache = 0;    // camera head K/V, F32, grown in whole chunks
-  size_t activations = 0;     // work buffers, depth-head plan, backend scratch (see the .cpp)
-  size_t results = 0;         // host: results kept for the outputs (estimate_result_memory)
-  // What must fit where the model runs: weights, caches and activations, and the results when
-  // they share that memory (ResultOutputs::on_host).
-  size_t total = 0;
-};
 
 // Parameters the model reads (the DINO mask token, unused at inference, is not counted).
 size_t count_parameters(const ModelConfig& config);
@@ -74,15 +46,16 @@ size_t estimate_result_memory(const ResultOutputs& results, int64_t height, int6
 // of each knob (scale frames, window, keyframe interval, input width) that would make it fit,
 // and the largest --max-special-frames that would, when the special stream and the camera caches
 // grow with the run. The arguments after `available` are those the estimate was made with.
-std::string explain_shortfall(const MemoryEstimate& need, size_t available,
-                              const ModelConfig& config, DType compute, int64_t height,
-                              int64_t width, int64_t frames, const StreamOptions& stream,
-                              const ResultOutputs* results = nullptr);
+std::string explain_shortfall(const SettingNames& names, const MemoryEstimate& need,
+                              size_t available, const ModelConfig& config, DType compute,
+                              int64_t height, int64_t width, int64_t frames,
+                              const StreamOptions& stream, const ResultOutputs* results = nullptr);
 
 // For --dry-run of a run that fits (or whose device memory is unknown): a line when what grows
 // with the sequence and a special-frame cap would bound (the special stream and the camera
 // caches) is more than half of the estimate, else "".
-std::string growth_note(const MemoryEstimate& m, const StreamOptions& stream);
+std::string growth_note(const SettingNames& names, const MemoryEstimate& m,
+                        const StreamOptions& stream);
 
 // Windowed mode resets the session before every window, so the caches never hold more than one
 // window: the peak is that of the longest window, however long the sequence, and the special
@@ -104,20 +77,10 @@ MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute
                                         const ResultOutputs* results = nullptr);
 // As explain_shortfall, with the knobs of windowed mode: window size, sliding window, special-frame
 // cap, input width.
-std::string explain_windowed_shortfall(const MemoryEstimate& need, size_t available,
-                                       const ModelConfig& config, DType compute, int64_t height,
-                                       int64_t width, int64_t frames,
+std::string explain_windowed_shortfall(const SettingNames& names, const MemoryEstimate& need,
+                                       size_t available, const ModelConfig& config, DType compute,
+                                       int64_t height, int64_t width, int64_t frames,
                                        const WindowedOptions& options,
                                        const ResultOutputs* results = nullptr);
-
-// The estimate's terms, "weights 2.4 GB, KV cache 5.1 GB, camera cache 59 MB, activations
-// 4.2 GB" and ", results 1.2 GB" when results were estimated.
-std::string describe_terms(const MemoryEstimate& m);
-
-// "12.5 GB", or "57 MB" below 1 GB (decimal units, as the benchmark reports device memory).
-std::string format_gb(size_t bytes);
-
-// MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read.
-size_t host_memory_available();
 
 }  // namespace lingbot

@@ -1,5 +1,6 @@
-// Wall-clock time per model stage, on when LINGBOT_PROFILE=1. Each scope synchronizes the
-// backend at both ends, so it measures device time too (and slows the run: profiling only).
+// Wall-clock time per model stage, on when LINGBOT_PROFILE=1 (totals: lingbot/profile.h). Each
+// scope synchronizes the backend at both ends, so it measures device time too (and slows the run:
+// profiling only).
 #pragma once
 
 #include <chrono>
@@ -7,15 +8,9 @@
 #include <string>
 
 #include "backend/ops.h"
+#include "lingbot/profile.h"
 
 namespace lingbot {
-
-class Profile {
- public:
-  static bool enabled();
-  static std::map<std::string, double>& totals_ms();  // stage -> accumulated ms
-  static void reset() { totals_ms().clear(); }
-};
 
 class ProfileScope {
  public:

@@ -20,6 +20,25 @@ namespace lingbot {
 namespace {
 
 const ModelConfig kReleased = ModelConfig::preset("lingbot-map");
+
+// The names the CLI gives the settings, which the suggestions below are looked for by.
+const SettingNames kFlags = [](Setting s) -> std::string {
+  switch (s) {
+    case Setting::ScaleFrames:
+      return "--scale-frames";
+    case Setting::Window:
+      return "--window";
+    case Setting::KeyframeInterval:
+      return "--keyframe-interval";
+    case Setting::MaxSpecialFrames:
+      return "--max-special-frames";
+    case Setting::WindowSize:
+      return "--window-size";
+    case Setting::InputWidth:
+      return "--size";
+  }
+  return "";
+};
 const ModelConfig kTiny = ModelConfig::preset("tiny");
 
 TEST(Preflight, CountsTheParametersTheModelReads) {
@@ -116,7 +135,7 @@ TEST(Preflight, ShortfallNamesTheNumbersAndAFix) {
   const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, 300, s);
   const size_t available = m.total - 2'000'000'000;
   const std::string line =
-      explain_shortfall(m, available, kReleased, DType::BF16, 378, 504, 300, s);
+      explain_shortfall(kFlags, m, available, kReleased, DType::BF16, 378, 504, 300, s);
   EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   EXPECT_NE(line.find("needs ~" + format_gb(m.total)), std::string::npos) << line;
   EXPECT_NE(line.find("weights " + format_gb(m.weights)), std::string::npos) << line;
@@ -136,12 +155,12 @@ TEST(Preflight, ShortfallNamesTheNumbersAndAFix) {
 
   // On a long run the special-token stream dominates, and sparser keyframes shrink it.
   const MemoryEstimate longer = estimate_memory(kReleased, DType::BF16, 378, 504, 100000, s);
-  const std::string sparse =
-      explain_shortfall(longer, longer.total * 9 / 10, kReleased, DType::BF16, 378, 504, 100000, s);
+  const std::string sparse = explain_shortfall(kFlags, longer, longer.total * 9 / 10, kReleased,
+                                               DType::BF16, 378, 504, 100000, s);
   EXPECT_NE(sparse.find("--keyframe-interval 2"), std::string::npos) << sparse;
 
   const std::string hopeless =
-      explain_shortfall(m, 1'000'000, kReleased, DType::BF16, 378, 504, 300, s);
+      explain_shortfall(kFlags, m, 1'000'000, kReleased, DType::BF16, 378, 504, 300, s);
   EXPECT_NE(hopeless.find("no single setting fits"), std::string::npos) << hopeless;
 }
 
@@ -210,7 +229,7 @@ TEST(Preflight, WindowedShortfallSuggestsWindowKnobs) {
   // Less than the special stream of the 56 keyframes evicted past the sliding window.
   const size_t available = m.total - 100'000'000;
   const std::string line =
-      explain_windowed_shortfall(m, available, kReleased, DType::BF16, 378, 504, 5000, o);
+      explain_windowed_shortfall(kFlags, m, available, kReleased, DType::BF16, 378, 504, 5000, o);
   EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   EXPECT_NE(line.find("needs ~" + format_gb(m.total)), std::string::npos) << line;
   EXPECT_NE(line.find("KV cache " + format_gb(m.kv_cache)), std::string::npos) << line;
@@ -247,7 +266,7 @@ TEST(Preflight, ShortfallNamesTheLargestSpecialFrameCapThatFits) {
       estimate_memory(kReleased, DType::BF16, 378, 504, frames, capped).total + 100'000'000;
   ASSERT_LT(available, m.total);
   const std::string line =
-      explain_shortfall(m, available, kReleased, DType::BF16, 378, 504, frames, s);
+      explain_shortfall(kFlags, m, available, kReleased, DType::BF16, 378, 504, frames, s);
   const int64_t cap = suggested_cap(line);
   ASSERT_GE(cap, 5000) << line;
   EXPECT_LT(cap, frames - 8 - 64) << line;  // below what the stream would hold anyway
@@ -265,7 +284,7 @@ TEST(Preflight, ShortfallNamesTheLargestSpecialFrameCapThatFits) {
   already.max_special_frames = 50000;
   const MemoryEstimate ma = estimate_memory(kReleased, DType::BF16, 378, 504, frames, already);
   const std::string lower =
-      explain_shortfall(ma, available, kReleased, DType::BF16, 378, 504, frames, already);
+      explain_shortfall(kFlags, ma, available, kReleased, DType::BF16, 378, 504, frames, already);
   EXPECT_EQ(suggested_cap(lower), cap) << lower;
 }
 
@@ -273,12 +292,12 @@ TEST(Preflight, NoSpecialFrameCapWhereNothingIsEvictedOrNoCapFits) {
   const StreamOptions s;  // scale 8 + window 64: 72 frames are never evicted
   const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, 72, s);
   const std::string line =
-      explain_shortfall(m, m.total - 1'000'000, kReleased, DType::BF16, 378, 504, 72, s);
+      explain_shortfall(kFlags, m, m.total - 1'000'000, kReleased, DType::BF16, 378, 504, 72, s);
   EXPECT_EQ(suggested_cap(line), -1) << line;
   // Even a cap of 1 leaves the weights, the pool and activations: nothing fits.
   const MemoryEstimate longer = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s);
   const std::string hopeless =
-      explain_shortfall(longer, m.weights, kReleased, DType::BF16, 378, 504, 10000, s);
+      explain_shortfall(kFlags, longer, m.weights, kReleased, DType::BF16, 378, 504, 10000, s);
   EXPECT_EQ(suggested_cap(hopeless), -1) << hopeless;
 }
 
@@ -301,7 +320,8 @@ TEST(Preflight, SpecialFrameCapBisectionAgreesWithALinearScan) {
     for (int64_t cap = 1; cap < evicted; ++cap)
       if (total(cap) <= available) linear = cap;
     if (m.total <= available) continue;
-    const std::string line = explain_shortfall(m, available, kTiny, DType::F32, 56, 70, frames, s);
+    const std::string line =
+        explain_shortfall(kFlags, m, available, kTiny, DType::F32, 56, 70, frames, s);
     EXPECT_EQ(suggested_cap(line), linear) << line;
   }
 }
@@ -310,17 +330,18 @@ TEST(Preflight, GrowthNoteWhenTheGrowingCachesDominate) {
   const StreamOptions s;
   const MemoryEstimate longer = estimate_memory(kReleased, DType::BF16, 378, 504, 100000, s);
   EXPECT_GT(2 * (longer.special_stream + longer.camera_cache), longer.total);
-  const std::string note = growth_note(longer, s);
+  const std::string note = growth_note(kFlags, longer, s);
   EXPECT_EQ(note.find('\n'), std::string::npos) << note;
   EXPECT_NE(note.find("--max-special-frames"), std::string::npos) << note;
   EXPECT_NE(note.find(format_gb(longer.special_stream + longer.camera_cache)), std::string::npos)
       << note;
   // 300 frames: the pool, weights and activations dominate.
-  EXPECT_EQ(growth_note(estimate_memory(kReleased, DType::BF16, 378, 504, 300, s), s), "");
+  EXPECT_EQ(growth_note(kFlags, estimate_memory(kReleased, DType::BF16, 378, 504, 300, s), s), "");
   // A capped run does not grow.
   StreamOptions capped = s;
   capped.max_special_frames = 1000;
-  EXPECT_EQ(growth_note(estimate_memory(kReleased, DType::BF16, 378, 504, 100000, capped), capped),
+  EXPECT_EQ(growth_note(kFlags, estimate_memory(kReleased, DType::BF16, 378, 504, 100000, capped),
+                        capped),
             "");
 }
 
@@ -411,7 +432,7 @@ TEST(Preflight, WindowedShortfallScansOnlySlidingWindowsThatShrinkThePool) {
   const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 500, o);
   const size_t available = m.total - 50'000'000;
   const std::string line =
-      explain_windowed_shortfall(m, available, kReleased, DType::BF16, 378, 504, 500, o);
+      explain_windowed_shortfall(kFlags, m, available, kReleased, DType::BF16, 378, 504, 500, o);
   const size_t at = line.find("--window ");
   ASSERT_NE(at, std::string::npos) << line;
   const int window = std::stoi(line.substr(at + 9));
@@ -432,7 +453,7 @@ TEST(Preflight, WindowedShortfallNamesASpecialFrameCapWhenWindowsEvict) {
       estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, capped).total;
   ASSERT_LT(available, m.total);
   const std::string line =
-      explain_windowed_shortfall(m, available, kReleased, DType::BF16, 378, 504, 5000, o);
+      explain_windowed_shortfall(kFlags, m, available, kReleased, DType::BF16, 378, 504, 5000, o);
   const int64_t cap = suggested_cap(line);
   ASSERT_GE(cap, 100) << line;
   EXPECT_LT(cap, 576) << line;
@@ -507,7 +528,7 @@ TEST(Preflight, ShortfallSuggestionsFitWithTheResults) {
   const MemoryEstimate m = estimate_memory(kReleased, DType::F32, 378, 504, 2000, s, &cpu);
   const size_t available = m.total - 2'000'000'000;
   const std::string line =
-      explain_shortfall(m, available, kReleased, DType::F32, 378, 504, 2000, s, &cpu);
+      explain_shortfall(kFlags, m, available, kReleased, DType::F32, 378, 504, 2000, s, &cpu);
   EXPECT_NE(line.find("results " + format_gb(m.results)), std::string::npos) << line;
   const int64_t cap = suggested_cap(line);
   ASSERT_GT(cap, 0) << line;
@@ -516,8 +537,8 @@ TEST(Preflight, ShortfallSuggestionsFitWithTheResults) {
   EXPECT_LE(estimate_memory(kReleased, DType::F32, 378, 504, 2000, fit, &cpu).total, available);
   // Where the results alone are more than there is, no cache setting helps.
   const MemoryEstimate huge = estimate_memory(kReleased, DType::F32, 378, 504, 100000, s, &cpu);
-  const std::string none =
-      explain_shortfall(huge, huge.results, kReleased, DType::F32, 378, 504, 100000, s, &cpu);
+  const std::string none = explain_shortfall(kFlags, huge, huge.results, kReleased, DType::F32, 378,
+                                             504, 100000, s, &cpu);
   EXPECT_EQ(suggested_cap(none), -1) << none;
   EXPECT_EQ(none.find("--window "), std::string::npos) << none;
 }

@@ -93,8 +93,8 @@ class GlbSink : public ResultSink {
     });
     LINGBOT_CHECK((positions_.size() + frame_positions_.size()) / 3 * 16 <= kGlbLimit,
                   "cannot write " + path_ +
-                      ": the points pass the 4 GB a GLB file can hold; raise --point-stride or "
-                      "--conf-threshold");
+                      ": the points pass the 4 GB a GLB file can hold; raise the point stride or "
+                      "the confidence threshold");
     for (size_t i = 0; i < frame_positions_.size(); ++i) {
       lo_[i % 3] = std::min(lo_[i % 3], frame_positions_[i]);
       hi_[i % 3] = std::max(hi_[i % 3], frame_positions_[i]);

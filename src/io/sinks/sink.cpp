@@ -203,7 +203,8 @@ std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
   std::vector<std::unique_ptr<ResultSink>> sinks;
   if (!o.formats.empty()) sinks::make_folder(dir);
   if (has("tum"))
-    sinks.push_back(make_trajectory_sink(dir + "/trajectory_tum.txt", TrajectoryFormat::TUM));
+    sinks.push_back(
+        make_trajectory_sink(dir + "/trajectory_tum.txt", TrajectoryFormat::TUM, o.timestamp));
   if (has("kitti"))
     sinks.push_back(make_trajectory_sink(dir + "/trajectory_kitti.txt", TrajectoryFormat::KITTI));
   if (has("json")) sinks.push_back(make_frames_json_sink(dir + "/frames.jsonl", name));

@@ -1,5 +1,11 @@
-// What `run --input` names, as model-input frames by index: a folder of images, a video file or
-// a live source (capture device, stream URL), sampled by --fps, --first-k and --stride.
+// Public API: model-input frames by index from a folder of images, a video file or a live
+// source (capture device such as /dev/video0, stream URL such as rtsp://...), sampled as the
+// reference demo does.
+//
+//   auto source = lingbot::open_source("clip.mp4", {.fps = 10}, [](const lingbot::ImageU8& img) {
+//     return lingbot::model_input(img, lingbot::PreprocessMode::Crop, 518);
+//   });
+//   for (int64_t i = 0; auto frame = source->get(i); ++i) session->push(*frame, on_result);
 #pragma once
 
 #include <cstdint>
@@ -8,36 +14,36 @@
 #include <optional>
 #include <string>
 
-#include "io/image.h"
-#include "io/sinks/sink.h"
+#include "lingbot/exports.h"
+#include "lingbot/image.h"
 #include "lingbot/tensor.h"
 
-namespace lingbot::cli {
+namespace lingbot {
 
-struct InputOptions {
+struct SourceOptions {
   double fps = 10;  // video files: sampling rate, as the reference demo (0 = every frame)
   int stride = 1;
-  int64_t first_k = 0;
+  int64_t first_k = 0;  // only the first K frames (0 = all), before `stride`
   // Frames kept after being handed out, for callers that step back (windowed overlaps).
   int64_t keep_recent = 1;
   bool exact_count = false;  // video files: count the kept frames with a decoding pass
-  bool quiet = false;
-  bool realtime = false;  // video files: paced at their own rate, as a live source
+  bool quiet = false;        // no line about a video's sampling on stderr
+  bool realtime = false;     // video files: paced at their own rate, as a live source
 };
 
 // Turns a decoded picture into a model input frame (the run's preprocessing).
 using Preprocessor = std::function<Tensor(const ImageU8&)>;
 
-class FrameInput {
+class FrameSource {
  public:
-  virtual ~FrameInput() = default;
+  virtual ~FrameSource() = default;
   // Frame i, or nothing past the end. Folders: any order. Videos: forward, or back to one of
   // the `keep_recent` latest frames; further back re-decodes a file from its start and is an
   // error for a live source. Throws Error when the source fails (an unreadable image, a damaged
   // file, a camera or stream that fails part way: once the frames it delivered are handed out).
   virtual std::optional<Tensor> get(int64_t i) = 0;
   // Frames expected: exact for folders (and video files with exact_count), the container's
-  // estimate for other files, --first-k or 0 (unknown) for live sources.
+  // estimate for other files, first_k or 0 (unknown) for live sources.
   virtual int64_t count() const = 0;
   virtual bool live() const { return false; }
   virtual int64_t dropped() const { return 0; }
@@ -48,7 +54,7 @@ class FrameInput {
 
 // Throws Error with one line for a missing path, an empty folder, or a source that cannot be
 // opened (including "no video support" in builds without FFmpeg).
-std::unique_ptr<FrameInput> open_input(const std::string& input, const InputOptions& options,
-                                       Preprocessor preprocess);
+std::unique_ptr<FrameSource> open_source(const std::string& input, const SourceOptions& options,
+                                         Preprocessor preprocess);
 
-}  // namespace lingbot::cli
+}  // namespace lingbot

@@ -1,4 +1,4 @@
-#include "input.h"
+#include "lingbot/source.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -11,7 +11,7 @@
 #include "io/video.h"
 #include "lingbot/error.h"
 
-namespace lingbot::cli {
+namespace lingbot {
 namespace {
 
 // Errors from preprocessing name the frame they concern.
@@ -25,9 +25,9 @@ Tensor prepare(const Preprocessor& preprocess, const ImageU8& img, const std::st
   }
 }
 
-class FolderInput final : public FrameInput {
+class FolderInput final : public FrameSource {
  public:
-  FolderInput(const std::string& dir, const InputOptions& o, Preprocessor p)
+  FolderInput(const std::string& dir, const SourceOptions& o, Preprocessor p)
       : preprocess_(std::move(p)) {
     const std::vector<std::string> all = list_images(dir);
     // The reference demo's order: the first K files, then every stride-th of those.
@@ -61,9 +61,9 @@ class FolderInput final : public FrameInput {
 
 // Video files and live sources: decoded in order; the latest frames are kept so a caller may
 // ask again for a recent one, and a file is reopened to go further back.
-class VideoInput final : public FrameInput {
+class VideoInput final : public FrameSource {
  public:
-  VideoInput(const std::string& source, const InputOptions& o, Preprocessor p)
+  VideoInput(const std::string& source, const SourceOptions& o, Preprocessor p)
       : source_(source), options_(o), preprocess_(std::move(p)) {
     video_.fps = o.fps;
     video_.stride = o.stride;
@@ -121,7 +121,7 @@ class VideoInput final : public FrameInput {
 
  private:
   std::string source_;
-  InputOptions options_;
+  SourceOptions options_;
   VideoOptions video_;
   Preprocessor preprocess_;
   std::unique_ptr<VideoReader> reader_;
@@ -133,11 +133,11 @@ class VideoInput final : public FrameInput {
 
 }  // namespace
 
-std::unique_ptr<FrameInput> open_input(const std::string& input, const InputOptions& options,
-                                       Preprocessor preprocess) {
+std::unique_ptr<FrameSource> open_source(const std::string& input, const SourceOptions& options,
+                                         Preprocessor preprocess) {
   if (classify_input(input) == InputKind::Folder)
     return std::make_unique<FolderInput>(input, options, std::move(preprocess));
   return std::make_unique<VideoInput>(input, options, std::move(preprocess));
 }
 
-}  // namespace lingbot::cli
+}  // namespace lingbot

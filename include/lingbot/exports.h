@@ -1,0 +1,136 @@
+// Public API: the files a run writes, from its FrameResults as they arrive.
+//
+//   lingbot::ExportOptions ex{.out_dir = "out", .formats = lingbot::parse_export_list("tum,ply")};
+//   auto sinks = lingbot::make_sinks(ex);
+//   lingbot::PredictionsWriter predictions(expected_frames);
+//   auto on_result = [&](const lingbot::FrameResult& r) {
+//     predictions.add(r);
+//     for (auto& s : sinks) s->add(r, &input_frame_of(r.index));  // rgb may be null
+//   };
+//   ...; for (auto& s : sinks) s->finish(); predictions.write("out/predictions.safetensors");
+//
+// Outputs for other tools, written while the stream runs: each sink brings its files to a valid
+// state after every frame, so an interrupted run keeps what it finished; finish() tidies up.
+//
+// Layout made by make_sinks under the output folder:
+//   trajectory_tum.txt, trajectory_kitti.txt   camera-to-world poses, one line per frame
+//   frames.jsonl                               cameras as JSON, one object per line
+//   depth/NAME, confidence/NAME, depth_scale.json   16-bit PNG maps
+//   depth_f32/NAME.npy, confidence_f32/NAME.npy float32 maps (NAME without its .png)
+//   points.ply                                 binary point cloud, world coordinates
+//   points.glb                                 glTF 2.0: the same points and camera frusta
+//   images/NAME                                the model input, for colmap and nerfstudio
+//   colmap/{cameras,images,points3D}.txt       COLMAP text model
+//   transforms.json                            nerfstudio cameras
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lingbot/engine.h"
+
+namespace lingbot {
+
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // rgb: the frame the model saw, [3, H, W], U8 or F32 in [0, 1]; may be null (no colours).
+  virtual void add(const FrameResult& result, const Tensor* rgb) = 0;
+  virtual void finish() = 0;
+};
+
+// File name (relative, PNG) of frame `index` in images/, depth/ and confidence/.
+using FrameNamer = std::function<std::string(int64_t index)>;
+std::string default_frame_name(int64_t index);  // frame_000042.png
+
+// TUM: "timestamp tx ty tz qx qy qz qw"; KITTI: the 12 numbers of c2w, row-major.
+enum class TrajectoryFormat { TUM, KITTI };
+// timestamp: seconds of frame `index` (TUM only); empty = the frame index.
+std::unique_ptr<ResultSink> make_trajectory_sink(const std::string& path, TrajectoryFormat format,
+                                                 std::function<double(int64_t)> timestamp = {});
+
+// One JSON object per line: index, keyframe, image, pose_enc, c2w, w2c, intrinsics, width, height.
+std::unique_ptr<ResultSink> make_frames_json_sink(const std::string& path, FrameNamer name = {});
+
+struct DepthPngOptions {
+  // Stored value = round(x * scale), clamped to [0, 65535]; NaN gives 0.
+  float depth_scale = 1000;      // resolution 1e-3, range 65.5 in the model's depth units
+  float confidence_scale = 100;  // confidence is 1 + exp(.) >= 1: resolution 0.01, up to 655
+};
+// Writes DIR/depth/NAME, DIR/confidence/NAME and DIR/depth_scale.json.
+std::unique_ptr<ResultSink> make_depth_png_sink(const std::string& dir,
+                                                DepthPngOptions options = {}, FrameNamer name = {});
+
+struct PointOptions {
+  float conf_threshold = 1.5f;  // keep pixels with confidence above this (the reference viewer's)
+  int stride = 4;               // every stride-th column of every stride-th row
+};
+// Binary little-endian PLY: float x y z, uchar red green blue, float confidence.
+std::unique_ptr<ResultSink> make_ply_sink(const std::string& path, PointOptions options = {});
+
+// Float32 maps as NumPy .npy ('<f4', shape (H, W)): DIR/depth_f32/NAME.npy and
+// DIR/confidence_f32/NAME.npy, NAME being `name`'s with .npy for its extension.
+std::unique_ptr<ResultSink> make_depth_npy_sink(const std::string& dir, FrameNamer name = {});
+
+// Binary glTF 2.0: the PLY's points (a POINTS mesh, COLOR_0 as normalized RGBA8) and a LINES
+// frustum per camera (every frame up to 512, then every k-th), in the world frame. Kept in
+// memory and rewritten whole every 16 or more frames (see glb.cpp), so valid after a kill.
+std::unique_ptr<ResultSink> make_glb_sink(const std::string& path, PointOptions options = {});
+
+// The model input as 8-bit PNG: DIR/NAME.
+std::unique_ptr<ResultSink> make_image_sink(const std::string& dir, FrameNamer name = {});
+
+// COLMAP text model in DIR (one PINHOLE camera per frame, points with empty tracks); image
+// names are `name`'s, to be found in whatever folder make_image_sink filled.
+std::unique_ptr<ResultSink> make_colmap_sink(const std::string& dir, PointOptions options = {},
+                                             FrameNamer name = {});
+
+struct NerfstudioOptions {
+  std::string image_dir = "images";  // relative to the transforms.json folder
+  std::string depth_dir;             // when set: depth_file_path per frame (16-bit PNG)
+  std::string ply_file;              // when set: ply_file_path (initial points)
+};
+std::unique_ptr<ResultSink> make_nerfstudio_sink(const std::string& path,
+                                                 NerfstudioOptions options = {},
+                                                 FrameNamer name = {});
+
+// A set of exports under one folder.
+struct ExportOptions {
+  std::string out_dir;
+  std::vector<std::string> formats;  // from parse_export_list
+  PointOptions points;
+  DepthPngOptions depth;
+  FrameNamer name;  // empty = default_frame_name
+  // Seconds of frame `index` for the TUM trajectory (a video's clock); empty = the index.
+  std::function<double(int64_t)> timestamp;
+};
+
+// "tum,kitti,json,depth,depth_f32,ply,glb,colmap,nerfstudio", "all" or "none" (or empty); throws
+// Error naming an unknown entry.
+std::vector<std::string> parse_export_list(const std::string& list);
+
+std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);
+
+// Collects every frame's results into predictions.safetensors: pose_enc [S, 9], c2w and w2c
+// [S, 3, 4], intrinsics [S, 3, 3], depth and depth_conf [S, H, W] (all F32).
+class PredictionsWriter {
+ public:
+  // `expected`: frames the run should have (0 = unknown). The buffers are reserved for them, so
+  // that they hold what the preflight counts rather than up to three times as much while growing
+  // (old and doubled buffer); reserved pages are only taken as they are written. A count that
+  // cannot be reserved (a container's wrong estimate) leaves them to grow.
+  explicit PredictionsWriter(int64_t expected = 0);
+  void add(const FrameResult& r);
+  int64_t frames() const { return frames_; }
+  // The file is complete or absent afterwards; throws Error when it cannot be written.
+  void write(const std::string& path) const;
+
+ private:
+  int64_t expected_ = 0, frames_ = 0, h_ = 0, w_ = 0;
+  std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_;
+};
+
+}  // namespace lingbot
