@@ -7,8 +7,8 @@
 //   }
 //
 // PNG and JPEG are decoded to 8-bit RGB exactly the way the reference's Pillow pipeline sees
-// them (spec/02 §6.1), and preprocessing matches its load_and_preprocess_images bit for bit
-// (spec/02 §6.2-6.5).
+// them, and preprocessing matches its load_and_preprocess_images bit for bit
+//.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Public API: windowed inference (spec 03 §5). The sequence is cut into overlapping windows,
+// Public API: windowed inference. The sequence is cut into overlapping windows,
 // each streamed with fresh caches in its own world frame, then every window is brought into
 // window 0's frame by a Sim(3) estimated on the overlap and the windows are stitched. Results
 // are complete only at the end.
@@ -27,7 +27,7 @@ struct WindowedOptions {
   int keyframe_interval = 1;
   int sliding_window = 64;
   int camera_iterations = 4;
-  // > 0: flow-based adaptive keyframes (§5.3). A window then closes after its
+  // > 0: flow-based adaptive keyframes. A window then closes after its
   // (window_size - scale frames)-th keyframe, so windows follow the motion, not a fixed plan.
   float flow_threshold = 0;
   int max_non_keyframe_gap = 30;
@@ -56,9 +56,9 @@ struct WindowedResult {
 //
 // With a flow threshold, each window runs from its start until it holds window_size - scale
 // frames keyframes, and the next starts `overlap` frames before its end, but not before the end
-// of its scale block (§5.3). Alignment and stitching then use the overlap the two windows really
+// of its scale block. Alignment and stitching then use the overlap the two windows really
 // share, where the reference assumes the nominal one and loses frames when a window is short
-// (spec 03 §8); with full-length windows the two agree.
+//; with full-length windows the two agree.
 //
 // A source that fails part way (`frame_at` throws Error) ends the sequence at the frame that
 // failed: the window it fell in is finished with the frames it has, aligned and stitched as the

@@ -1,4 +1,4 @@
-// Decoding follows what Pillow does for the reference (spec/02 §6.1), not what a viewer would
+// Decoding follows what Pillow does for the reference, not what a viewer would
 // do: no gamma or colour management, Pillow's conversions for every PNG colour type, and
 // libjpeg-turbo with its default (ISLOW, fancy upsampling) settings.
 //

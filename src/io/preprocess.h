@@ -1,5 +1,5 @@
 // Model-input frames from decoded images, bit-identical to the reference's
-// load_and_preprocess_images (spec/02 §6.2-6.5). preprocess() and to_float01() are public
+// load_and_preprocess_images. preprocess() and to_float01() are public
 // (lingbot/image.h); the resampling pieces below are for the tests.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 namespace lingbot {
 
-// Resampled size before cropping/padding (spec/02 §6.2). None keeps the image size.
+// Resampled size before cropping/padding. None keeps the image size.
 struct Size2 {
   int width = 0, height = 0;
 };
@@ -19,7 +19,7 @@ Size2 preprocess_resize_size(int width, int height, PreprocessMode mode, int tar
                              int patch = 14);
 
 // Stacks [3, H, W] frames (all U8 or all F32) into [N, 3, Hmax, Wmax], centring the smaller
-// ones on white (255 / 1.0) as the reference does for mixed sizes (spec/02 §6.5).
+// ones on white (255 / 1.0) as the reference does for mixed sizes.
 Tensor pad_batch_to_common_size(const std::vector<Tensor>& frames);
 
 // Pillow's antialiased BICUBIC resize of 8-bit RGB (two passes, uint8 in between).

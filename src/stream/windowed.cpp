@@ -229,7 +229,7 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
     return out;
   }
   // The reference would stitch nothing from such windows and return fewer frames than it was
-  // given (spec 03 §8); refusing is more useful than a silently shortened result.
+  // given; refusing is more useful than a silently shortened result.
   const int64_t first_len = flow ? frames : plan[0].second - plan[0].first;
   LINGBOT_CHECK(plan.size() <= 1 || overlap < first_len,
                 "the overlap (" + std::to_string(overlap) +

@@ -1,4 +1,4 @@
-// Windowed inference (spec 03 §5), the parts behind lingbot/windowed.h: the sequence is cut into
+// Windowed inference, the parts behind lingbot/windowed.h: the sequence is cut into
 // overlapping windows, each streamed with fresh caches in its own world frame (anchored at its
 // first camera, scaled by its scale frames), then every window is brought into window 0's frame by
 // a Sim(3) estimated on the overlap and the windows are stitched.
@@ -17,7 +17,7 @@
 
 namespace lingbot {
 
-// The overlap in frames for a sequence of `frames` frames (§5.1).
+// The overlap in frames for a sequence of `frames` frames.
 int64_t resolve_overlap(int64_t frames, const WindowedOptions& options);
 
 // The options each window is streamed with. A window caches at most window_size frames (its
@@ -27,7 +27,7 @@ int64_t resolve_overlap(int64_t frames, const WindowedOptions& options);
 // change.
 StreamOptions window_stream_options(const WindowedOptions& options);
 
-// The fixed-interval schedule (§5.2): windows [begin, end), in order. With a flow threshold the
+// The fixed-interval schedule: windows [begin, end), in order. With a flow threshold the
 // windows are known only as they run (see run_windowed).
 std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,
                                                       const WindowedOptions& options);
@@ -51,12 +51,12 @@ struct Sim3 {
 };
 
 // The transform taking `current` (raw) onto `previous` (already warped) from their overlap of
-// `overlap` frames (§5.4): rotation and centre of the last frame that is a keyframe in both, scale
+// `overlap` frames: rotation and centre of the last frame that is a keyframe in both, scale
 // the lower median of the pooled depth ratios of all such frames.
 Sim3 estimate_alignment(const WindowPrediction& previous, const WindowPrediction& current,
                         int64_t overlap);
 
-// §5.5: poses (quaternion re-derived, w >= 0) and depth; confidence and fields of view stay.
+// Poses (quaternion re-derived, w >= 0) and depth; confidence and fields of view stay.
 void warp_window(WindowPrediction& window, const Sim3& transform);
 
 }  // namespace lingbot

@@ -2,9 +2,9 @@
 // transforms.json.
 //
 // Both tools put pixel centres at half-integer coordinates, while the principal point from
-// the pose encoding belongs to the viewer's unprojection, where pixel u sits at u (spec 02
-// §5.5). Exported principal points are therefore shifted by half a pixel, so that projecting
-// an exported 3D point lands on the centre of the pixel it was unprojected from.
+// the pose encoding belongs to the viewer's unprojection, where pixel u sits at u
+// (the reference's viewer). Exported principal points are therefore shifted by half a pixel, so
+// that projecting an exported 3D point lands on the centre of the pixel it was unprojected from.
 #include <nlohmann/json.hpp>
 #include <utility>
 

@@ -1,5 +1,5 @@
 // What the sinks share: files that report failures as Errors, number formatting, rotations and
-// the viewer's unprojection (spec 02 §5.5).
+// the viewer's unprojection.
 #pragma once
 
 #include <array>
