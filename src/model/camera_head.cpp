@@ -45,21 +45,9 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
   w_.trunk.clear();
   for (int64_t j = 0; j < cfg.depth; ++j) {
     const std::string b = "trunk." + std::to_string(j) + ".";
-    CameraBlockWeights blk;
-    blk.norm1_w = get(b + "norm1.weight", {d});
-    blk.norm1_b = get(b + "norm1.bias", {d});
-    blk.qkv_w = get(b + "attn.qkv.weight", {3 * d, d}, md);
-    blk.qkv_b = get(b + "attn.qkv.bias", {3 * d});
-    blk.proj_w = get(b + "attn.proj.weight", {d, d}, md);
-    blk.proj_b = get(b + "attn.proj.bias", {d});
-    blk.ls1 = get(b + "ls1.gamma", {d});
-    blk.norm2_w = get(b + "norm2.weight", {d});
-    blk.norm2_b = get(b + "norm2.bias", {d});
-    blk.fc1_w = get(b + "mlp.fc1.weight", {hidden, d}, md);
-    blk.fc1_b = get(b + "mlp.fc1.bias", {hidden});
-    blk.fc2_w = get(b + "mlp.fc2.weight", {d, hidden}, md);
-    blk.fc2_b = get(b + "mlp.fc2.bias", {d});
-    blk.ls2 = get(b + "ls2.gamma", {d});
+    BlockWeights blk;
+    blk.load(loader, pre + b.substr(0, b.size() - 1), d, hidden, cfg.head_dim(), false, kNormEps,
+             md);
     w_.trunk.push_back(std::move(blk));
   }
 
@@ -89,14 +77,9 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
   s.h = f32({frames, d});
   s.n = f32({frames, d});
   s.t = f32({frames, d});
-  s.qkv = f32({frames, 3 * d});
-  s.q = f32({frames, nh, hd});
-  s.k = f32({frames, nh, hd});
-  s.v = f32({frames, nh, hd});
-  s.o = f32({frames, nh, hd});
+  s.block.ensure(be, frames, d, cfg_.mlp_ratio * d, nh, DType::F32);
   s.k_store = be.alloc({frames, nh, hd}, cache_dtype);
   s.v_store = be.alloc({frames, nh, hd}, cache_dtype);
-  s.hidden = f32({frames, cfg_.mlp_ratio * d});
   s.branch = f32({frames, d / 2});
   s.pose = f32({frames, p});
   s.delta = f32({frames, p});
@@ -125,32 +108,23 @@ void CameraHead::modulate(Backend& be, const Tensor& mod) {
   for (int64_t f = 0; f < s_.frames; ++f) apply(s_.t[f], s_.ln0[f], s_.h[f], s_.xhat[f], mod[f]);
 }
 
-void CameraHead::block(Backend& be, const CameraBlockWeights& w, CameraCache& cache, int iteration,
-                       int j, bool store) {
-  const int64_t frames = s_.frames;
-  be.layer_norm(s_.h, &w.norm1_w, &w.norm1_b, kNormEps, s_.n);
-  be.linear(s_.n, w.qkv_w, &w.qkv_b, s_.qkv);
-  be.split_qkv(s_.qkv, nullptr, nullptr, s_.q, s_.k, s_.v);
-
-  // Keys are always [cached frames..., current frames]; a keyframe's rows become cached first.
-  segs_.clear();
-  if (store) {
-    cache.append(iteration, j, s_.k, s_.v);
-    cache.segments(iteration, j, segs_);
-  } else {
-    cache.segments(iteration, j, segs_);
-    be.copy(s_.k, s_.k_store);
-    be.copy(s_.v, s_.v_store);
-    segs_.push_back({s_.k_store.raw(), s_.v_store.raw(), static_cast<int32_t>(frames)});
-  }
-  be.attention(s_.q, segs_, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim())), s_.o);
-  be.linear(s_.o.reshape({frames, cfg_.dim}), w.proj_w, &w.proj_b, s_.t);
-  be.add(s_.h, s_.t, &w.ls1);
-
-  be.layer_norm(s_.h, &w.norm2_w, &w.norm2_b, kNormEps, s_.n);
-  be.linear(s_.n, w.fc1_w, &w.fc1_b, s_.hidden, Act::GELU);
-  be.linear(s_.hidden, w.fc2_w, &w.fc2_b, s_.t);
-  be.add(s_.h, s_.t, &w.ls2);
+AttendFn CameraHead::attend_through(Backend& be, CameraCache& cache, int iteration, int j,
+                                    bool store) {
+  return [this, &be, &cache, iteration, j, store](const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  Tensor& out) {
+    // Keys are always [cached frames..., current frames]; a keyframe's rows become cached first.
+    segs_.clear();
+    if (store) {
+      cache.append(iteration, j, k, v);
+      cache.segments(iteration, j, segs_);
+    } else {
+      cache.segments(iteration, j, segs_);
+      be.copy(k, s_.k_store);
+      be.copy(v, s_.v_store);
+      segs_.push_back({s_.k_store.raw(), s_.v_store.raw(), static_cast<int32_t>(s_.frames)});
+    }
+    be.attention(q, segs_, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim())), out);
+  };
 }
 
 Tensor CameraHead::forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
@@ -193,7 +167,8 @@ const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCa
       modulate(be, s_.mod);
     }
     for (int64_t j = 0; j < cfg_.depth; ++j)
-      block(be, w_.trunk[j], cache, i, static_cast<int>(j), store);
+      block_forward(be, w_.trunk[j], s_.h, s_.block, nullptr,
+                    attend_through(be, cache, i, static_cast<int>(j), store));
     be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
     be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
     be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, i == 0 ? s_.pose : s_.delta);

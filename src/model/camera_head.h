@@ -9,6 +9,7 @@
 
 #include "backend/ops.h"
 #include "cache/camera_cache.h"
+#include "model/block.h"
 #include "model/weight_loader.h"
 
 namespace lingbot {
@@ -26,18 +27,6 @@ struct CameraHeadConfig {
   int64_t head_dim() const { return dim / heads; }
 };
 
-// CameraBlock: pre-norm attention + MLP, both with LayerScale. Keys under `camera_head.trunk.{j}.`.
-struct CameraBlockWeights {
-  Tensor norm1_w, norm1_b;  // norm1.weight / norm1.bias [dim]
-  Tensor qkv_w, qkv_b;      // attn.qkv.weight [3 dim, dim] / .bias: q | k | v, heads contiguous
-  Tensor proj_w, proj_b;    // attn.proj.weight [dim, dim] / .bias
-  Tensor ls1;               // ls1.gamma [dim]
-  Tensor norm2_w, norm2_b;  // norm2.weight / norm2.bias [dim]
-  Tensor fc1_w, fc1_b;      // mlp.fc1.weight [mlp_ratio dim, dim] / .bias
-  Tensor fc2_w, fc2_b;      // mlp.fc2.weight [dim, mlp_ratio dim] / .bias
-  Tensor ls2;               // ls2.gamma [dim]
-};
-
 // Keys under `camera_head.`.
 struct CameraHeadWeights {
   Tensor token_norm_w, token_norm_b;  // token_norm.weight / .bias [dim]
@@ -47,7 +36,9 @@ struct CameraHeadWeights {
   Tensor mod_w, mod_b;                // poseLN_modulation.1.weight [3 dim, dim] / .bias
   Tensor branch_fc1_w, branch_fc1_b;  // pose_branch.fc1.weight [dim/2, dim] / .bias
   Tensor branch_fc2_w, branch_fc2_b;  // pose_branch.fc2.weight [9, dim/2] / .bias
-  std::vector<CameraBlockWeights> trunk;
+  // CameraBlocks: the shared pre-norm block (no qk-norm, no RoPE), keys under
+  // `camera_head.trunk.{j}.`.
+  std::vector<BlockWeights> trunk;
 };
 
 class CameraHead {
@@ -75,17 +66,16 @@ class CameraHead {
     int64_t frames = 0;
     Tensor xhat, ln0;         // [S, dim]: token_norm(x), adaln_norm(xhat)
     Tensor h, n, t;           // [S, dim] residual stream, normed input, temporary
-    Tensor qkv;               // [S, 3 dim]
-    Tensor q, k, v, o;        // [S, heads, head_dim]
+    BlockBuffers block;       // the trunk blocks' activations
     Tensor k_store, v_store;  // current K/V in cache dtype (non-keyframe attention)
-    Tensor hidden;            // [S, mlp_ratio dim]
     Tensor branch;            // [S, dim/2]
     Tensor pose, delta;       // [S, 9] raw accumulated pose, this iteration's update
     Tensor m, mod;            // [S, dim], [S, 3 dim]: SiLU(embed_pose(p)), shift|scale|gate
   };
   void ensure_scratch(Backend& be, int64_t frames, DType cache_dtype);
-  void block(Backend& be, const CameraBlockWeights& w, CameraCache& cache, int iteration, int j,
-             bool store);
+  // The attention of trunk block j in `iteration`: through the cache, appending the frames'
+  // K/V first when `store`.
+  AttendFn attend_through(Backend& be, CameraCache& cache, int iteration, int j, bool store);
   // h = gate ⊙ (ln0 ⊙ (1 + scale) + shift) + xhat, mod [1 or S, 3 dim].
   void modulate(Backend& be, const Tensor& mod);
 
