@@ -69,10 +69,8 @@ class SequenceState {
   int64_t scale_frames() const { return scale_frames_; }
 
   void begin(int64_t frames, StepMode mode);
-  StepMode mode() const { return mode_; }
   bool step_open() const { return open_; }
   bool stores_camera() const { return mode_ != StepMode::Attend; }
-  bool defers_eviction() const { return mode_ != StepMode::Keep; }
   void queued();
   void decide(bool keep);
   void abort();

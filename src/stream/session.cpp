@@ -47,17 +47,17 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
   LINGBOT_CHECK(image.rank() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
                 "a frame must be F32 [3, H, W], got " + shape_str(image.shape()));
   const int64_t index = next_index_ + (in_flight_ ? in_flight_->frames : 0);
-  if (!seq_ || height_ != image.dim(1) || width_ != image.dim(2)) {
+  const int64_t h = image.dim(1), w = image.dim(2);
+  if (!seq_ || seq_->config().height != h || seq_->config().width != w) {
     LINGBOT_CHECK(index == 0 && pending_.empty(),
                   "frame " + std::to_string(index + pending_.size()) + " is " +
                       std::to_string(image.dim(2)) + "x" + std::to_string(image.dim(1)) +
-                      " but the sequence started at " + std::to_string(width_) + "x" +
-                      std::to_string(height_) + "; all frames of a sequence must have one size");
-    height_ = image.dim(1);
-    width_ = image.dim(2);
-    seq_.reset();
-    seq_ = std::make_unique<SequenceState>(model_,
-                                           sequence_config(model_.config(), height_, width_, opt_));
+                      " but the sequence started at " +
+                      std::to_string(seq_ ? seq_->config().width : 0) + "x" +
+                      std::to_string(seq_ ? seq_->config().height : 0) +
+                      "; all frames of a sequence must have one size");
+    seq_.reset();  // the old caches go before the new ones are allocated
+    seq_ = std::make_unique<SequenceState>(model_, sequence_config(model_.config(), h, w, opt_));
   }
   if (seq_->scale_frames() == 0) {  // phase 1 collects the scale frames
     pending_.push_back(image);
@@ -82,24 +82,24 @@ void StreamSession::finish(const Callback& on_result) {
 
 void StreamSession::submit(const std::vector<Tensor>& frames, StepMode mode) {
   const int64_t s = static_cast<int64_t>(frames.size());
-  Tensor batch = Tensor::zeros({s, 3, height_, width_});
+  Tensor batch = Tensor::zeros({s, 3, seq_->config().height, seq_->config().width});
   for (int64_t f = 0; f < s; ++f)
     std::memcpy(batch.f32() + f * frames[f].numel(), frames[f].f32(), frames[f].nbytes());
   model_.enqueue(*seq_, batch, mode);
 }
 
 FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
-  const int64_t plane = height_ * width_;
+  const int h = static_cast<int>(seq_->config().height), w = static_cast<int>(seq_->config().width);
+  const int64_t plane = static_cast<int64_t>(h) * w;
   FrameResult r;
   r.index = next_index_++;
   std::memcpy(r.pose_enc.data(), out.pose_enc.f32() + f * 9, 9 * sizeof(float));
-  const CameraPose pose =
-      decode_pose(r.pose_enc.data(), static_cast<int>(height_), static_cast<int>(width_));
+  const CameraPose pose = decode_pose(r.pose_enc.data(), h, w);
   std::memcpy(r.c2w.data(), pose.c2w, sizeof(pose.c2w));
   std::memcpy(r.w2c.data(), pose.w2c, sizeof(pose.w2c));
   std::memcpy(r.intrinsics.data(), pose.K, sizeof(pose.K));
-  r.height = static_cast<int>(height_);
-  r.width = static_cast<int>(width_);
+  r.height = h;
+  r.width = w;
   r.depth.assign(out.depth.f32() + f * plane, out.depth.f32() + (f + 1) * plane);
   r.confidence.assign(out.conf.f32() + f * plane, out.conf.f32() + (f + 1) * plane);
   return r;

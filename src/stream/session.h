@@ -45,7 +45,6 @@ class StreamSession final : public Session {
   std::unique_ptr<SequenceState> seq_;  // once the first frame gives the size
   std::vector<Tensor> pending_;         // phase-1 frames not yet run
   int64_t next_index_ = 0;              // index of the next frame to emit
-  int64_t height_ = 0, width_ = 0;
   // Phase 1 seeds it with the last scale frame.
   AdaptiveKeyframes keyframes_;
   // A fixed-interval frame's step runs on the device while the host returns to take the next

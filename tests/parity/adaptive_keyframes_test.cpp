@@ -11,6 +11,7 @@
 #include "io/preprocess.h"
 #include "lingbot/engine.h"
 #include "test_util.h"
+#include "tiny_frames.h"
 #include "weights/safetensors.h"
 
 namespace lingbot {
@@ -18,13 +19,6 @@ namespace {
 
 constexpr double kTol = 1e-4;
 constexpr int kScale = 4, kWindow = 6;
-
-std::vector<Tensor> tiny_frames() {
-  std::vector<Tensor> frames;
-  for (const auto& path : list_images(test::fixtures_dir() + "/tiny/frames"))
-    frames.push_back(to_float01(preprocess(load_image(path), PreprocessMode::None)));
-  return frames;
-}
 
 struct StreamRun {
   std::vector<FrameResult> results;
@@ -36,7 +30,7 @@ StreamRun stream(const StreamOptions& options) {
   auto session = engine->start(options);
   StreamRun run;
   auto collect = [&](const FrameResult& r) { run.results.push_back(r); };
-  for (const Tensor& f : tiny_frames()) session->push(f, collect);
+  for (const Tensor& f : test::tiny_frames()) session->push(f, collect);
   session->finish(collect);
   run.stats = session->cache_stats();
   return run;

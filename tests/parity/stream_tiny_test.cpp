@@ -13,19 +13,13 @@
 #include "model/model.h"
 #include "stream/session.h"
 #include "test_util.h"
+#include "tiny_frames.h"
 #include "weights/safetensors.h"
 
 namespace lingbot {
 namespace {
 
 constexpr double kTol = 1e-4;
-
-std::vector<Tensor> tiny_frames() {
-  std::vector<Tensor> frames;
-  for (const auto& path : list_images(test::fixtures_dir() + "/tiny/frames"))
-    frames.push_back(to_float01(preprocess(load_image(path), PreprocessMode::None)));
-  return frames;
-}
 
 Tensor stack(const std::vector<Tensor>& frames, size_t begin, size_t end) {
   const Tensor& f0 = frames[begin];
@@ -42,7 +36,7 @@ void check_scenario(const std::string& file, int keyframe_interval) {
   auto backend = make_cpu_backend();
   WeightLoader weights(1, *backend);
   Model model(*backend, weights, ModelConfig::preset("tiny"));
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   ASSERT_EQ(frames.size(), 16u);
   const int scale = 4, window = 6;
   const int64_t h = frames[0].dim(1), w = frames[0].dim(2);
@@ -95,7 +89,7 @@ TEST(StreamParity, SessionDeliversReferenceResults) {
   auto session = engine->start({.scale_frames = 4, .window = 6, .keyframe_interval = 3});
   std::vector<FrameResult> results;
   auto collect = [&](const FrameResult& r) { results.push_back(r); };
-  for (const Tensor& f : tiny_frames()) session->push(f, collect);
+  for (const Tensor& f : test::tiny_frames()) session->push(f, collect);
   session->finish(collect);
   ASSERT_EQ(results.size(), 16u);
   std::vector<float> pose;

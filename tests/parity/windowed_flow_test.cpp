@@ -17,6 +17,7 @@
 #include "stream/keyframes.h"
 #include "stream/windowed.h"
 #include "test_util.h"
+#include "tiny_frames.h"
 #include "weights/safetensors.h"
 
 namespace lingbot {
@@ -159,13 +160,6 @@ TEST(WindowedFlow, ScaleOnlyWindowsDoNotOverlap) {
   for (int64_t g = 0; g < 10; ++g) EXPECT_EQ(r.frame_type.data<uint8_t>()[g], 0) << g;
 }
 
-std::vector<Tensor> tiny_frames() {
-  std::vector<Tensor> frames;
-  for (const auto& path : list_images(test::fixtures_dir() + "/tiny/frames"))
-    frames.push_back(to_float01(preprocess(load_image(path), PreprocessMode::None)));
-  return frames;
-}
-
 WindowedOptions tiny_options(int window, int overlap, float threshold, int gap) {
   WindowedOptions o;
   o.window_size = window;
@@ -184,7 +178,7 @@ WindowedOptions tiny_options(int window, int overlap, float threshold, int gap) 
 TEST(WindowedFlow, EveryFrameAKeyframeIsTheFixedReference) {
   const auto want = read_safetensors(test::fixtures_dir() + "/tiny/windowed.safetensors").tensors;
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   const WindowedResult r = run_windowed(
       *engine, 16, [&](int64_t i) { return frames[i]; }, tiny_options(8, 4, 1e-9f, 1));
   EXPECT_EQ(r.windows, (Windows{{0, 8}, {4, 12}, {8, 16}}));
@@ -203,7 +197,7 @@ TEST(WindowedFlow, EveryFrameAKeyframeIsTheFixedReference) {
 // 7 frames starting 2 back.
 TEST(WindowedFlow, GapDrivenWindowsOnTheTinyModel) {
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   const WindowedResult r = run_windowed(
       *engine, 16, [&](int64_t i) { return frames[i]; }, tiny_options(6, 2, 1e9f, 2));
   EXPECT_EQ(r.windows, (Windows{{0, 7}, {5, 12}, {10, 16}}));

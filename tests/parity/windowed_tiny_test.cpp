@@ -16,6 +16,7 @@
 #include "model/pose.h"
 #include "stream/windowed.h"
 #include "test_util.h"
+#include "tiny_frames.h"
 #include "weights/safetensors.h"
 
 namespace lingbot {
@@ -203,17 +204,10 @@ TEST(WindowedAlign, WarpCanonicalisesTheQuaternion) {
   for (int c = 0; c < 9; ++c) EXPECT_NEAR(w.pose_enc[0][c], want[c], 1e-6) << c;
 }
 
-std::vector<Tensor> tiny_frames() {
-  std::vector<Tensor> frames;
-  for (const auto& path : list_images(test::fixtures_dir() + "/tiny/frames"))
-    frames.push_back(to_float01(preprocess(load_image(path), PreprocessMode::None)));
-  return frames;
-}
-
 TEST(WindowedParity, TinyMatchesReference) {
   const auto want = read_safetensors(test::fixtures_dir() + "/tiny/windowed.safetensors").tensors;
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   ASSERT_EQ(frames.size(), 16u);
   WindowedOptions o = opts(8, 4, -1, 4, 1);
   o.sliding_window = 6;  // the fixture model's cache window (no eviction at 4 keyframes anyway)
@@ -260,7 +254,7 @@ TEST(WindowedParity, TinyMatchesReference) {
 TEST(WindowedDriver, ALoneWindowIsThePlainStream) {
   const auto want = read_safetensors(test::fixtures_dir() + "/tiny/stream_kf1.safetensors").tensors;
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   WindowedOptions o = opts(64, 4, -1, 4, 1);
   o.sliding_window = 6;
   const WindowedResult r = run_windowed(
@@ -275,7 +269,7 @@ TEST(WindowedDriver, ALoneWindowIsThePlainStream) {
 // Keyframes are counted from each window's own scale block, and the stitched types follow.
 TEST(WindowedDriver, FixedIntervalFrameTypes) {
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   const WindowedResult r = run_windowed(
       *engine, 16, [&](int64_t i) { return frames[i]; }, opts(6, 4, -1, 4, 2));
   ASSERT_EQ(r.windows, (Windows{{0, 8}, {4, 12}, {8, 16}}));
@@ -294,7 +288,7 @@ TEST(WindowedDriver, FixedIntervalFrameTypes) {
 
 TEST(WindowedDriver, RefusesAnOverlapAsLongAsTheWindow) {
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
-  const auto frames = tiny_frames();
+  const auto frames = test::tiny_frames();
   EXPECT_THROW(run_windowed(
                    *engine, 16, [&](int64_t i) { return frames[i]; }, opts(4, 8, -1, 4, 1)),
                Error);

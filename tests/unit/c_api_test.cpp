@@ -12,16 +12,10 @@
 #include "lingbot/engine.h"
 #include "lingbot/lingbot_c.h"
 #include "test_util.h"
+#include "tiny_frames.h"
 
 namespace lingbot {
 namespace {
-
-std::vector<Tensor> tiny_frames() {
-  std::vector<Tensor> frames;
-  for (const auto& path : list_images(test::fixtures_dir() + "/tiny/frames"))
-    frames.push_back(to_float01(preprocess(load_image(path), PreprocessMode::None)));
-  return frames;
-}
 
 // A C result copied out while its buffers are valid.
 struct CResult {
@@ -93,7 +87,7 @@ TEST(CApiDefaults, MatchTheCppApi) {
 // The fixture's keyframe-interval-3 stream, through both APIs on one engine each: every field of
 // every frame is bit for bit the same.
 TEST(CApiParity, TinyFixtureGivesExactlyTheCppResults) {
-  const std::vector<Tensor> frames = tiny_frames();
+  const std::vector<Tensor> frames = test::tiny_frames();
   ASSERT_EQ(frames.size(), 16u);
 
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});

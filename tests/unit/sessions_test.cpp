@@ -14,16 +14,10 @@
 #include "lingbot/engine.h"
 #include "lingbot/error.h"
 #include "test_util.h"
+#include "tiny_frames.h"
 
 namespace lingbot {
 namespace {
-
-std::vector<Tensor> tiny_frames() {
-  std::vector<Tensor> frames;
-  for (const auto& path : list_images(test::fixtures_dir() + "/tiny/frames"))
-    frames.push_back(to_float01(preprocess(load_image(path), PreprocessMode::None)));
-  return frames;
-}
 
 using Results = std::vector<FrameResult>;
 
@@ -67,7 +61,7 @@ struct TwoCameras {
   StreamOptions oa{.scale_frames = 4, .window = 6};
   StreamOptions ob{.scale_frames = 3, .window = 4, .keyframe_interval = 2};
   TwoCameras() {
-    a = tiny_frames();
+    a = test::tiny_frames();
     a.resize(12);  // eviction, the special stream and B's non-keyframes all happen by then
     b.assign(a.rbegin(), a.rend());
   }
