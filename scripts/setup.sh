@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
           libcli11-dev libpng-dev libjpeg-dev libgtest-dev libbenchmark-dev clang
-          libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev)
+          libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-skbuild)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

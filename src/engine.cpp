@@ -22,28 +22,32 @@ class EngineImpl final : public Engine {
       backend_ = make_cuda_backend(&why);
       if (!backend_) throw Error("no CUDA backend: " + why);
     } else {
-      throw Error("unknown device '" + o.device + "' (expected cpu or cuda)");
+      throw Error("unknown device '" + o.device + "' (expected cpu or cuda)",
+                  ErrorKind::InvalidArgument);
     }
     const std::string kSynthetic = "synthetic:";
     std::unique_ptr<WeightLoader> loader;
     if (o.model.rfind(kSynthetic, 0) == 0) {
       const std::string seed = o.model.substr(kSynthetic.size());
-      LINGBOT_CHECK(!seed.empty() && seed.find_first_not_of("0123456789") == std::string::npos &&
-                        seed.size() <= 19,
-                    "synthetic weights need a numeric seed, e.g. synthetic:1");
+      LINGBOT_CHECK_ARG(!seed.empty() &&
+                            seed.find_first_not_of("0123456789") == std::string::npos &&
+                            seed.size() <= 19,
+                        "synthetic weights need a numeric seed, e.g. synthetic:1");
       config_ = ModelConfig::preset(o.arch.empty() ? "lingbot-map" : o.arch);
       loader = std::make_unique<WeightLoader>(std::stoull(seed), *backend_);
     } else {
-      LINGBOT_CHECK(!o.model.empty(), "no model given (a checkpoint path or synthetic:SEED)");
+      LINGBOT_CHECK_ARG(!o.model.empty(), "no model given (a checkpoint path or synthetic:SEED)");
       tensors_ = load_checkpoint(o.model);
       config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
     }
     if (o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda")) {
-      LINGBOT_CHECK(o.device == "cuda", "bf16 precision needs the cuda device (the CPU runs f32)");
+      LINGBOT_CHECK_ARG(o.device == "cuda",
+                        "bf16 precision needs the cuda device (the CPU runs f32)");
       config_.compute = DType::BF16;
     } else if (o.precision != "f32" && o.precision != "auto") {
-      throw Error("unknown precision '" + o.precision + "' (auto, f32 or bf16)");
+      throw Error("unknown precision '" + o.precision + "' (auto, f32 or bf16)",
+                  ErrorKind::InvalidArgument);
     }
     model_ = std::make_unique<Model>(*backend_, *loader, config_);
     parameters_ = loader->parameters();

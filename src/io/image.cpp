@@ -701,8 +701,9 @@ ImageU8 decode_image(const uint8_t* data, size_t size, const std::string& what, 
 
 ImageU8 load_image(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) fail(path, "no such file");
-  if (fs::is_directory(path, ec)) fail(path, "is a folder, not an image file");
+  if (!fs::exists(path, ec)) throw Error(path + ": no such file", ErrorKind::NotFound);
+  if (fs::is_directory(path, ec))
+    throw Error(path + ": is a folder, not an image file", ErrorKind::InvalidArgument);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot open the file (") + std::strerror(errno) + ")");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
@@ -815,7 +816,8 @@ bool natural_less(const std::string& a, const std::string& b) {
 std::vector<std::string> list_images(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw Error(dir + ": " + (fs::exists(dir, ec) ? "is not a folder" : "no such folder"));
+    throw fs::exists(dir, ec) ? Error(dir + ": is not a folder", ErrorKind::InvalidArgument)
+                              : Error(dir + ": no such folder", ErrorKind::NotFound);
   std::vector<std::pair<std::string, std::string>> found;  // (file name, full path)
   fs::directory_iterator it(dir, ec), end;
   if (ec) throw Error(dir + ": cannot list the folder (" + ec.message() + ")");

@@ -147,7 +147,7 @@ ImageU8 resize_bicubic(const ImageU8& img, int width, int height) {
 
 Size2 preprocess_resize_size(int width, int height, PreprocessMode mode, int target, int patch) {
   LINGBOT_CHECK(width > 0 && height > 0, "cannot preprocess an empty image");
-  LINGBOT_CHECK(target > 0 && patch > 0, "the target size and patch size must be positive");
+  LINGBOT_CHECK_ARG(target > 0 && patch > 0, "the target size and patch size must be positive");
   if (mode == PreprocessMode::None) return {width, height};
   // Python: round(height * (target / width) / patch) * patch, round half to even.
   auto scaled = [&](int side, int other) {
@@ -174,8 +174,9 @@ Tensor preprocess(const ImageU8& img, PreprocessMode mode, int target, int patch
     LINGBOT_CHECK(patch > 0, "the patch size must be positive");
     if (img.width % patch != 0 || img.height % patch != 0)
       throw Error("the image is " + std::to_string(img.width) + "x" + std::to_string(img.height) +
-                  ", but without resizing both sides must be multiples of the patch size " +
-                  std::to_string(patch));
+                      ", but without resizing both sides must be multiples of the patch size " +
+                      std::to_string(patch),
+                  ErrorKind::InvalidArgument);
   }
   const Size2 rs = preprocess_resize_size(img.width, img.height, mode, target, patch);
   const ImageU8 r = resize_bicubic(img, rs.width, rs.height);

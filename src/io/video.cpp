@@ -74,7 +74,7 @@ InputKind classify_input(const std::string& input) {
   std::error_code ec;
   const fs::file_status st = fs::status(input, ec);
   if (fs::is_directory(st)) return InputKind::Folder;
-  if (!fs::exists(st)) throw Error(input + ": no such file or folder");
+  if (!fs::exists(st)) throw Error(input + ": no such file or folder", ErrorKind::NotFound);
   if (fs::is_character_file(st)) return InputKind::Live;
   if (is_image_name(input))
     throw Error(input +

@@ -17,7 +17,8 @@ ModelConfig ModelConfig::preset(const std::string& name) {
     c.dpt_out = {32, 64, 128, 128};
     return c;
   }
-  throw Error("unknown architecture '" + name + "' (expected lingbot-map or tiny)");
+  throw Error("unknown architecture '" + name + "' (expected lingbot-map or tiny)",
+              ErrorKind::InvalidArgument);
 }
 
 ModelConfig ModelConfig::infer(const TensorMap& tensors) {

@@ -12,14 +12,15 @@ StreamSession::StreamSession(Model& model, const StreamOptions& options)
     : model_(model),
       opt_(options),
       keyframes_({.threshold = options.flow_threshold, .max_gap = options.max_non_keyframe_gap}) {
-  LINGBOT_CHECK(opt_.scale_frames >= 1, "scale frames must be at least 1");
-  LINGBOT_CHECK(opt_.window >= 1, "the window must hold at least 1 frame");
-  LINGBOT_CHECK(opt_.camera_iterations >= 1, "camera iterations must be at least 1");
-  LINGBOT_CHECK(std::isfinite(opt_.flow_threshold) && opt_.flow_threshold >= 0,
-                "the flow threshold must be a finite number of pixels >= 0 (0 = off)");
-  LINGBOT_CHECK(opt_.max_non_keyframe_gap >= 1, "the maximum non-keyframe gap must be at least 1");
-  LINGBOT_CHECK(opt_.max_special_frames >= 0,
-                "the special-frame cap must be a number of frames >= 0 (0 = unbounded)");
+  LINGBOT_CHECK_ARG(opt_.scale_frames >= 1, "scale frames must be at least 1");
+  LINGBOT_CHECK_ARG(opt_.window >= 1, "the window must hold at least 1 frame");
+  LINGBOT_CHECK_ARG(opt_.camera_iterations >= 1, "camera iterations must be at least 1");
+  LINGBOT_CHECK_ARG(std::isfinite(opt_.flow_threshold) && opt_.flow_threshold >= 0,
+                    "the flow threshold must be a finite number of pixels >= 0 (0 = off)");
+  LINGBOT_CHECK_ARG(opt_.max_non_keyframe_gap >= 1,
+                    "the maximum non-keyframe gap must be at least 1");
+  LINGBOT_CHECK_ARG(opt_.max_special_frames >= 0,
+                    "the special-frame cap must be a number of frames >= 0 (0 = unbounded)");
 }
 
 StreamSession::~StreamSession() {
@@ -44,18 +45,18 @@ void StreamSession::reset() {
 }
 
 void StreamSession::push(const Tensor& image, const Callback& on_result) {
-  LINGBOT_CHECK(image.rank() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
-                "a frame must be F32 [3, H, W], got " + shape_str(image.shape()));
+  LINGBOT_CHECK_ARG(image.rank() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
+                    "a frame must be F32 [3, H, W], got " + shape_str(image.shape()));
   const int64_t index = next_index_ + (in_flight_ ? in_flight_->frames : 0);
   const int64_t h = image.dim(1), w = image.dim(2);
   if (!seq_ || seq_->config().height != h || seq_->config().width != w) {
-    LINGBOT_CHECK(index == 0 && pending_.empty(),
-                  "frame " + std::to_string(index + pending_.size()) + " is " +
-                      std::to_string(image.dim(2)) + "x" + std::to_string(image.dim(1)) +
-                      " but the sequence started at " +
-                      std::to_string(seq_ ? seq_->config().width : 0) + "x" +
-                      std::to_string(seq_ ? seq_->config().height : 0) +
-                      "; all frames of a sequence must have one size");
+    LINGBOT_CHECK_ARG(index == 0 && pending_.empty(),
+                      "frame " + std::to_string(index + pending_.size()) + " is " +
+                          std::to_string(image.dim(2)) + "x" + std::to_string(image.dim(1)) +
+                          " but the sequence started at " +
+                          std::to_string(seq_ ? seq_->config().width : 0) + "x" +
+                          std::to_string(seq_ ? seq_->config().height : 0) +
+                          "; all frames of a sequence must have one size");
     seq_.reset();  // the old caches go before the new ones are allocated
     seq_ = std::make_unique<SequenceState>(model_, sequence_config(model_.config(), h, w, opt_));
   }

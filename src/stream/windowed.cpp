@@ -32,11 +32,11 @@ std::array<double, 3> rotate(const Mat3& R, const float* v) {
 }
 
 void check_options(const WindowedOptions& o) {
-  LINGBOT_CHECK(o.scale_frames >= 1, "windowed mode needs at least 1 scale frame, got " +
-                                         std::to_string(o.scale_frames));
-  LINGBOT_CHECK(o.window_size >= 1,
-                "the window size (KV slots per window) must be at least 1, got " +
-                    std::to_string(o.window_size));
+  LINGBOT_CHECK_ARG(o.scale_frames >= 1, "windowed mode needs at least 1 scale frame, got " +
+                                             std::to_string(o.scale_frames));
+  LINGBOT_CHECK_ARG(o.window_size >= 1,
+                    "the window size (KV slots per window) must be at least 1, got " +
+                        std::to_string(o.window_size));
 }
 
 // Streams [begin, ...) through `session`: to `end` under a fixed plan, or, with `keyframes` >= 0
@@ -231,11 +231,12 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
   // The reference would stitch nothing from such windows and return fewer frames than it was
   // given; refusing is more useful than a silently shortened result.
   const int64_t first_len = flow ? frames : plan[0].second - plan[0].first;
-  LINGBOT_CHECK(plan.size() <= 1 || overlap < first_len,
-                "the overlap (" + std::to_string(overlap) +
-                    " frames) must be shorter than a window (" + std::to_string(first_len) +
-                    " frames = scale frames + (window size - scale frames) x keyframe interval); "
-                    "lower the overlap or raise the window size");
+  LINGBOT_CHECK_ARG(
+      plan.size() <= 1 || overlap < first_len,
+      "the overlap (" + std::to_string(overlap) + " frames) must be shorter than a window (" +
+          std::to_string(first_len) +
+          " frames = scale frames + (window size - scale frames) x keyframe interval); "
+          "lower the overlap or raise the window size");
 
   auto session = engine.start(window_stream_options(options));
   std::vector<float> scales, transforms;

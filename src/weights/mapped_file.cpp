@@ -14,7 +14,11 @@ namespace lingbot {
 
 MappedFile map_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0) {
+    const int e = errno;
+    throw Error("cannot open " + path + ": " + std::strerror(e),
+                e == ENOENT ? ErrorKind::NotFound : ErrorKind::Failure);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

@@ -1,0 +1,98 @@
+"""Type stubs of the extension module lingbot_map._core."""
+
+import os
+from typing import Callable, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+PathLike = Union[str, os.PathLike[str]]
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+
+has_cuda: bool
+
+class FrameResult:
+    """One frame's predictions; the arrays are float32 views that keep the result alive."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def keyframe(self) -> bool: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def pose_enc(self) -> F32:
+        """[9]: translation, quaternion (x, y, z, w), field of view y and x."""
+    @property
+    def c2w(self) -> F32:
+        """[3, 4] camera-to-world."""
+    @property
+    def w2c(self) -> F32:
+        """[3, 4] world-to-camera (the reference demo's `extrinsic`)."""
+    @property
+    def intrinsics(self) -> F32:
+        """[3, 3] in pixels of the model input."""
+    @property
+    def depth(self) -> F32:
+        """[H, W]."""
+    @property
+    def confidence(self) -> F32:
+        """[H, W], >= 1."""
+
+class Session:
+    """One sequence streamed through an engine (Engine.start)."""
+
+    def push(self, image: npt.ArrayLike) -> list[FrameResult]:
+        """Adds a frame (float32 [3, H, W] in [0, 1] or uint8 [H, W, 3]); returns the results
+        ready so far, in frame order."""
+    def finish(self) -> list[FrameResult]:
+        """Returns every outstanding result."""
+    def reset(self) -> None:
+        """Starts a new sequence (the reference's clean_kv_cache)."""
+    def cache_stats(self) -> dict[str, int]:
+        """stored_frames, scale_pages, live_pages, free_pages, special_tokens, byte counts."""
+
+class Engine:
+    """A loaded LingBot-Map model."""
+
+    def __init__(self, model: PathLike, arch: Optional[str] = None, device: str = "cpu",
+                 precision: str = "auto", threads: int = 0) -> None: ...
+    def start(self, scale_frames: int = 8, window: int = 64, keyframe_interval: int = 1,
+              camera_iterations: int = 4, *, cross_frame_special: bool = True,
+              camera_only: bool = False, include_scale_frames: bool = True,
+              flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30,
+              max_special_frames: int = 0) -> Session: ...
+    def inference_streaming(self, images: npt.ArrayLike, num_scale_frames: int = 8,
+                            keyframe_interval: int = 1, flow_threshold: float = 0.0, *,
+                            window: int = 64, camera_iterations: int = 4,
+                            cross_frame_special: bool = True, camera_only: bool = False,
+                            include_scale_frames: bool = True, max_non_keyframe_gap: int = 30,
+                            max_special_frames: int = 0,
+                            progress: Optional[Callable[[int, int], None]] = None
+                            ) -> dict[str, np.ndarray]:
+        """{pose_enc [1, S, 9], depth [1, S, H, W, 1], depth_conf [1, S, H, W], images}."""
+    def inference_windowed(self, images: npt.ArrayLike, window_size: int = 64,
+                           overlap_size: Optional[int] = None,
+                           overlap_keyframes: Optional[int] = None, num_scale_frames: int = 8,
+                           keyframe_interval: int = 1, flow_threshold: float = 0.0,
+                           max_non_keyframe_gap: int = 30, *, sliding_window: int = 64,
+                           camera_iterations: int = 4, max_special_frames: int = 0,
+                           log: Optional[Callable[[str], None]] = None) -> dict[str, object]:
+        """{pose_enc, depth, depth_conf, frame_type, is_keyframe, chunk_scales,
+        chunk_transforms, alignment_mode, images}."""
+    @property
+    def device(self) -> str: ...
+    @property
+    def info(self) -> dict[str, object]: ...
+    def device_memory_used(self) -> int: ...
+    def device_memory_free(self) -> int: ...
+
+def load_image(path: PathLike) -> U8:
+    """uint8 [H, W, 3] RGB, decoded as Pillow does."""
+def preprocess(image: npt.ArrayLike, mode: str = "crop", size: int = 518) -> U8:
+    """The reference's preprocessing of one image: uint8 [3, H', W']."""
+def list_images(folder: PathLike) -> list[str]:
+    """Image files of a folder in natural order."""

@@ -1,0 +1,201 @@
+// Engine and Session: frames pushed one at a time, results returned as they become ready. The GIL
+// is released while the engine computes, so other Python threads (a camera reader, a viewer) run.
+#include "lingbot/engine.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+
+namespace lingbot::python {
+
+namespace {
+
+// A session and the engine it needs alive. One session is not thread-safe: `busy` serialises
+// calls from several Python threads instead of letting them race.
+struct PySession {
+  std::shared_ptr<PyEngine> engine;
+  std::unique_ptr<Session> session;
+  std::mutex busy;
+};
+
+// Runs `step` (push or finish) without the GIL and hands back what it delivered.
+template <class F>
+py::list run_step(PySession& s, F&& step) {
+  std::vector<FrameResult> done;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(s.busy);
+    step([&](const FrameResult& r) { done.push_back(r); });
+  }
+  py::list out;
+  for (FrameResult& r : done) out.append(py::cast(std::make_shared<FrameResult>(std::move(r))));
+  return out;
+}
+
+py::dict stats_dict(const CacheStats& c) {
+  py::dict d;
+  d["stored_frames"] = c.stored_frames;
+  d["scale_pages"] = c.scale_pages;
+  d["live_pages"] = c.live_pages;
+  d["free_pages"] = c.free_pages;
+  d["special_tokens"] = c.special_tokens;
+  d["special_frames"] = c.special_frames;
+  d["layers"] = c.layers;
+  d["bytes"] = c.bytes;
+  d["bytes_reserved"] = c.bytes_reserved;
+  d["camera_cache_bytes"] = c.camera_cache_bytes;
+  d["camera_cache_bytes_reserved"] = c.camera_cache_bytes_reserved;
+  return d;
+}
+
+}  // namespace
+
+std::string path_arg(const py::handle& path) {
+  return py::str(py::module_::import("os").attr("fspath")(path));
+}
+
+StreamOptions stream_options(int scale_frames, int window, int keyframe_interval,
+                             int camera_iterations, bool cross_frame_special, bool camera_only,
+                             bool include_scale_frames, float flow_threshold,
+                             int max_non_keyframe_gap, int64_t max_special_frames) {
+  if (keyframe_interval < 1)
+    throw py::value_error("keyframe_interval must be at least 1, got " +
+                          std::to_string(keyframe_interval));
+  StreamOptions o;
+  o.scale_frames = scale_frames;
+  o.window = window;
+  o.keyframe_interval = keyframe_interval;
+  o.camera_iterations = camera_iterations;
+  o.cross_frame_special = cross_frame_special;
+  o.camera_only = camera_only;
+  o.include_scale_frames = include_scale_frames;
+  o.flow_threshold = flow_threshold;
+  o.max_non_keyframe_gap = max_non_keyframe_gap;
+  o.max_special_frames = max_special_frames;
+  return o;
+}
+
+void bind_engine(py::module_& m) {
+  py::class_<PySession, std::shared_ptr<PySession>>(
+      m, "Session",
+      "One sequence streamed through an engine; from Engine.start. Sessions of one engine are "
+      "independent (each owns its caches); one session must not be used from two threads at "
+      "once (calls are serialised).")
+      .def(
+          "push",
+          [](PySession& s, const py::handle& image) {
+            Tensor frame = frame_from_array(image);
+            return run_step(s, [&](const Session::Callback& cb) { s.session->push(frame, cb); });
+          },
+          py::arg("image"),
+          "Adds a frame: float32 [3, H, W] in [0, 1] or uint8 [H, W, 3], sides multiples of 14.\n"
+          "Returns the results ready so far, in frame order: the scale frames together once the\n"
+          "last of them is pushed, then each frame within its own push or the next one.")
+      .def(
+          "finish",
+          [](PySession& s) {
+            return run_step(s, [&](const Session::Callback& cb) { s.session->finish(cb); });
+          },
+          "Returns every outstanding result (runs a sequence shorter than scale_frames).")
+      .def(
+          "reset",
+          [](PySession& s) {
+            py::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.busy);
+            s.session->reset();
+          },
+          "Starts a new sequence: clears the caches (the reference's clean_kv_cache); results "
+          "not yet returned are dropped.")
+      .def(
+          "cache_stats",
+          [](PySession& s) {
+            CacheStats c;
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> lock(s.busy);
+              c = s.session->cache_stats();
+            }
+            return stats_dict(c);
+          },
+          "The caches after the last frame returned, as the reference's get_cache_stats: "
+          "stored_frames, scale_pages, live_pages, free_pages, special_tokens, and byte counts.");
+
+  py::class_<PyEngine, std::shared_ptr<PyEngine>>(
+      m, "Engine", "A loaded LingBot-Map model; sessions stream frames through it.")
+      .def(py::init([](const py::handle& model, const py::object& arch, const std::string& device,
+                       const std::string& precision, int threads) {
+             auto e = std::make_shared<PyEngine>();
+             e->options.model = path_arg(model);
+             e->options.arch = arch.is_none() ? "" : py::str(arch).cast<std::string>();
+             e->options.device = device;
+             e->options.precision = precision;
+             e->options.threads = threads;
+             py::gil_scoped_release release;
+             e->engine = Engine::create(e->options);
+             return e;
+           }),
+           py::arg("model"), py::arg("arch") = py::none(), py::arg("device") = "cpu",
+           py::arg("precision") = "auto", py::arg("threads") = 0,
+           "Loads a checkpoint (.pt, .safetensors) or makes synthetic weights "
+           "(\"synthetic:SEED\").\n"
+           "arch: \"lingbot-map\", \"tiny\" or None (from the checkpoint). device: \"cpu\" or "
+           "\"cuda\".\nprecision: \"auto\" (bf16 on the GPU, f32 on the CPU), \"f32\" or "
+           "\"bf16\". threads: CPU threads, 0 = all.")
+      .def(
+          "start",
+          [](const std::shared_ptr<PyEngine>& e, int scale_frames, int window,
+             int keyframe_interval, int camera_iterations, bool cross_frame_special,
+             bool camera_only, bool include_scale_frames, float flow_threshold,
+             int max_non_keyframe_gap, int64_t max_special_frames) {
+            auto s = std::make_shared<PySession>();
+            s->engine = e;
+            s->session = e->engine->start(
+                stream_options(scale_frames, window, keyframe_interval, camera_iterations,
+                               cross_frame_special, camera_only, include_scale_frames,
+                               flow_threshold, max_non_keyframe_gap, max_special_frames));
+            return s;
+          },
+          py::arg("scale_frames") = 8, py::arg("window") = 64, py::arg("keyframe_interval") = 1,
+          py::arg("camera_iterations") = 4, py::kw_only(), py::arg("cross_frame_special") = true,
+          py::arg("camera_only") = false, py::arg("include_scale_frames") = true,
+          py::arg("flow_threshold") = 0.0f, py::arg("max_non_keyframe_gap") = 30,
+          py::arg("max_special_frames") = 0,
+          "Starts a sequence. scale_frames: frames run together first and kept forever; window:\n"
+          "cached frames; keyframe_interval: frames between cached keyframes; flow_threshold > 0:\n"
+          "adaptive keyframes (pixels of motion); max_special_frames > 0 bounds memory on "
+          "endless streams.")
+      .def_property_readonly("device", [](const PyEngine& e) { return e.options.device; })
+      .def_property_readonly(
+          "info",
+          [](const PyEngine& e) {
+            const ModelInfo i = e.engine->info();
+            py::dict d;
+            d["arch"] = i.arch;
+            d["dim"] = i.dim;
+            d["depth"] = i.depth;
+            d["heads"] = i.heads;
+            d["parameters"] = i.parameters;
+            d["backend"] = i.backend;
+            return d;
+          },
+          "arch, dim, depth, heads, parameters, backend.")
+      .def(
+          "device_memory_used", [](const PyEngine& e) { return e.engine->device_memory_used(); },
+          "Device memory the process holds now (GPU; 0 on the CPU).")
+      .def(
+          "device_memory_free", [](const PyEngine& e) { return e.engine->device_memory_free(); },
+          "Device memory still free (GPU; 0 = unknown, the CPU).")
+      .def("__repr__", [](const PyEngine& e) {
+        const ModelInfo i = e.engine->info();
+        return "<Engine " + i.arch + " on " + i.backend + ">";
+      });
+}
+
+}  // namespace lingbot::python
