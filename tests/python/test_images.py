@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lingbot_map as lm
-from conftest import read_safetensors
+from reference import read_safetensors
 
 
 @pytest.fixture(scope="module")

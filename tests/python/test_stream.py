@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import lingbot_map as lm
-from conftest import TOL, read_safetensors, relative
+from conftest import TOL
+from reference import read_safetensors, relative
 
 SCALE, WINDOW = 4, 6  # the fixture's streaming settings
 
@@ -142,3 +143,29 @@ def test_world_points_project_back_onto_their_pixels():
     np.testing.assert_allclose(pix[..., 0] / pix[..., 2], u, atol=1e-3)
     np.testing.assert_allclose(pix[..., 1] / pix[..., 2], v, atol=1e-3)
     np.testing.assert_allclose(cam[..., 2], depth[0], rtol=1e-5)
+
+
+def test_the_gil_is_released_while_the_engine_computes(tiny_engine, tiny_frames):
+    import threading
+    import time
+
+    session = tiny_engine.start(scale_frames=SCALE, window=WINDOW)
+    in_push, done = threading.Event(), threading.Event()
+
+    def stream():
+        for f in tiny_frames:
+            in_push.set()
+            session.push(f)
+            in_push.clear()
+        session.finish()
+        done.set()
+
+    worker = threading.Thread(target=stream)
+    ticks = 0
+    worker.start()
+    while not done.is_set():  # counts only while push runs without the GIL
+        if in_push.is_set():
+            ticks += 1
+        time.sleep(0.0005)
+    worker.join()
+    assert ticks >= 16
