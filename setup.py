@@ -18,5 +18,6 @@ setup(
     python_requires=">=3.8",
     install_requires=["numpy"],
     cmake_args=["-DLINGBOT_PYTHON=ON", "-DLINGBOT_TESTS=OFF", "-DLINGBOT_BENCH=OFF"],
+    cmake_install_dir="python",  # the package lives in python/lingbot_map
     cmake_install_target="install-python",
 )
