@@ -23,6 +23,7 @@ float centred(float c) {
 
 class ColmapSink : public ResultSink {
  public:
+  std::string name() const override { return "colmap"; }
   ColmapSink(const std::string& dir, PointOptions o, FrameNamer name)
       : o_(o),
         name_(std::move(name)),
@@ -89,6 +90,7 @@ class ColmapSink : public ResultSink {
 // the next frame and written again after it.
 class NerfstudioSink : public ResultSink {
  public:
+  std::string name() const override { return "nerfstudio"; }
   NerfstudioSink(const std::string& path, NerfstudioOptions o, FrameNamer name)
       : file_(path, false), o_(std::move(o)), name_(std::move(name)) {
     std::string head = "{\n  \"camera_model\": \"OPENCV\",\n";

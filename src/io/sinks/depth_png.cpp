@@ -22,6 +22,7 @@ void quantise(const std::vector<float>& in, float scale, std::vector<uint16_t>& 
 
 class DepthPngSink : public ResultSink {
  public:
+  std::string name() const override { return "depth"; }
   DepthPngSink(const std::string& dir, DepthPngOptions o, FrameNamer name)
       : dir_(dir), o_(o), name_(std::move(name)) {
     LINGBOT_CHECK(o.depth_scale > 0 && std::isfinite(o.depth_scale) && o.confidence_scale > 0 &&
