@@ -1,5 +1,7 @@
 // `lingbot-map demo`: the whole pipeline with nothing to download: synthetic weights and a
 // procedurally rendered video with known camera motion.
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -64,6 +66,34 @@ ImageU8 render_frame(int index, int width, int height) {
   return img;
 }
 
+// The rendered video as a frame source; each frame is also saved as the PNG it was made from.
+class RenderedSource final : public FrameSource {
+ public:
+  RenderedSource(const DemoArgs& a, std::string dir, FrameNamer name)
+      : a_(a), dir_(std::move(dir)), name_(std::move(name)) {}
+  std::optional<Tensor> get(int64_t i) override {
+    if (i < 0 || i >= a_.frames) return std::nullopt;
+    const auto t0 = std::chrono::steady_clock::now();
+    ImageU8 img = render_frame(static_cast<int>(i), a_.width, a_.height);
+    write_png(dir_ + "/" + name_(i), img);
+    Tensor t = to_tensor(img);
+    render_ns_ +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    return t;
+  }
+  int64_t count() const override { return a_.frames; }
+  FrameNamer names() const override { return name_; }
+  bool concurrent() const override { return true; }
+  Times times() const override { return {render_ns_ * 1e-9, 0}; }
+
+ private:
+  const DemoArgs& a_;
+  std::string dir_;
+  FrameNamer name_;
+  std::atomic<int64_t> render_ns_{0};
+};
+
 int demo(const DemoArgs& a) {
   LINGBOT_CHECK(a.width % 14 == 0 && a.height % 14 == 0,
                 "--width and --height must be multiples of 14");
@@ -74,7 +104,8 @@ int demo(const DemoArgs& a) {
     std::snprintf(name, sizeof name, "%06lld.png", static_cast<long long>(i));
     return std::string(name);
   };
-  RunOutputs outputs{a.out, "", a.quiet, export_options(a.exports, frame_name), a.frames};
+  RunOptions o{.out_dir = a.out};
+  o.exports = export_options(a.exports, frame_name);
   const std::string frames_dir = a.out + "/frames";
   std::error_code ec;
   std::filesystem::create_directories(frames_dir, ec);
@@ -82,13 +113,7 @@ int demo(const DemoArgs& a) {
   EngineOptions eo = a.engine;
   if (eo.arch.empty()) eo.arch = eo.device == "cuda" ? "lingbot-map" : "tiny";
   auto engine = Engine::create(eo);
-  int next = 0;
-  NextFrame source = [&]() -> std::optional<Tensor> {
-    if (next == a.frames) return std::nullopt;
-    ImageU8 img = render_frame(next, a.width, a.height);
-    write_png(frames_dir + "/" + frame_name(next++), img);
-    return to_tensor(img);
-  };
+  RenderedSource source(a, frames_dir, frame_name);
   StreamOptions stream = a.stream;
   stream.keyframe_interval = auto_keyframe_interval(a.frames);  // as `run` does by default
   // A long demo caps the special-token stream so that its frame time stays flat (the bounded-
@@ -96,22 +121,22 @@ int demo(const DemoArgs& a) {
   stream.max_special_frames = a.max_special_frames >= 0 ? a.max_special_frames
                               : a.frames > 320          ? 64
                                                         : 0;
-  RunSummary s = run_stream(*engine, stream, source, outputs);
+  o.stream = stream;
+  const RunReport s = run_with_progress(*engine, source, o, a.quiet);
   std::printf(
       "demo: %lld frames (%dx%d) in %.1f s, %.2f frames/s on %s\n"
       "  input frames:  %s/\n  predictions:   %s/predictions.safetensors\n"
       "Synthetic weights give meaningless geometry: this shows the pipeline, not the model.\n"
       "With a real checkpoint: lingbot-map run --model lingbot-map.pt --input FRAMES --out DIR\n",
-      static_cast<long long>(s.frames), a.width, a.height, s.seconds, s.frames / s.seconds,
+      static_cast<long long>(s.frames), a.width, a.height, s.seconds, s.fps(),
       engine->info().backend.c_str(), frames_dir.c_str(), a.out.c_str());
   if (stream.keyframe_interval > 1 || stream.max_special_frames > 0)
     std::printf(
         "  long sequence: keyframe interval %d, special tokens of the last %lld evicted "
         "frames attended (--max-special-frames)\n",
         stream.keyframe_interval, static_cast<long long>(stream.max_special_frames));
-  if (!outputs.exports.formats.empty())
-    std::printf("  exports:       %s/ (%s)\n", a.out.c_str(),
-                join(outputs.exports.formats).c_str());
+  if (!o.exports.formats.empty())
+    std::printf("  exports:       %s/ (%s)\n", a.out.c_str(), join(o.exports.formats).c_str());
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "lingbot/error.h"
 #include "lingbot/image.h"
 #include "lingbot/preflight.h"
+#include "lingbot/run.h"
 #include "lingbot/source.h"
 #include "lingbot/windowed.h"
 #include "pipeline.h"
@@ -39,6 +40,7 @@ struct RunArgs {
   int stride = 1;
   int64_t first_k = 0;
   bool realtime = false;
+  std::string json;  // the timing report as JSON
 };
 
 // A live source has no end: Ctrl-C ends its input and the run finishes with what it has (a second
@@ -82,40 +84,6 @@ void prepare_output_folder(const std::string& dir) {
                 (ec ? ec.message() : std::string("a file of that name is in the way")));
   if (::access(dir.c_str(), W_OK) != 0)
     throw Error("cannot write to output folder " + dir + ": " + std::strerror(errno));
-}
-
-// Windowed mode: independent windows of the video, each its own sequence, aligned to the first
-// by a similarity transform and stitched; results are complete only at the end. A source that
-// fails part way ends the sequence there, as in streaming: the frames before it are stitched and
-// every output written, then the run fails with the source's error.
-int run_windowed_mode(const RunArgs& a, Engine& engine, int64_t frames,
-                      const std::function<Tensor(int64_t)>& frame_at, const RunOutputs& outputs) {
-  const WindowedOptions w = windowed_options(a);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto log = [&](const char* line) {
-    if (!a.quiet) std::fprintf(stderr, "%s\n", line);
-  };
-  WindowedResult r = run_windowed(engine, frames, frame_at, w, log);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_predictions(a.out + "/predictions.safetensors", r);
-  if (!outputs.exports.formats.empty()) {
-    ExportOptions exports = outputs.exports;
-    if (exports.out_dir.empty()) exports.out_dir = a.out;
-    exports.timestamp = outputs.timestamp;
-    auto sinks = make_sinks(exports);
-    for_each_frame(r, [&](const FrameResult& f) {
-      const Tensor rgb = frame_at(f.index);
-      for (auto& sink : sinks) sink->add(f, &rgb);
-    });
-    for (auto& sink : sinks) sink->finish();
-  }
-  if (!r.source_error.empty())
-    throw Error(r.source_error + "; the results of the " + std::to_string(r.pose_enc.dim(0)) +
-                " frames before it are in " + a.out + "/");
-  std::printf("%lld frames in %zu windows, %.2f s; wrote %s/predictions.safetensors\n",
-              static_cast<long long>(frames), r.windows.size(), seconds, a.out.c_str());
-  return 0;
 }
 
 // The run's flags, as the preflight's advice names them.
@@ -208,34 +176,27 @@ int run(const RunArgs& a) {
   // Live sources have no length: the estimate covers the frames the caches keep for good.
   const int64_t frames =
       input->count() > 0 ? input->count() : int64_t{a.stream.scale_frames} + a.stream.window;
-  RunOutputs outputs{a.out, a.cache_stats, a.quiet, export_options(a.exports, input->names()),
-                     input->count()};
+  RunOptions o{.out_dir = a.out, .cache_stats_path = a.cache_stats};
+  o.exports = export_options(a.exports, {});
   const int64_t keep_recent = in.keep_recent;
-  outputs.timestamp = input->timestamps();
-  if (input->live()) outputs.dropped = [&] { return input->dropped(); };
   StreamOptions stream = a.stream;
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
   if (stream.keyframe_interval == 0) stream.keyframe_interval = auto_keyframe_interval(frames);
-  auto frame_at = [&](int64_t i) -> Tensor {
-    std::optional<Tensor> t = input->get(i);
-    if (!t) throw Error(a.input + ": has no frame " + std::to_string(i));
-    return *t;
-  };
   if (!a.dry_run) prepare_output_folder(a.out);
-  // The size the model sees is known only after preprocessing; the first frame, loaded here,
-  // is handed to the stream below rather than decoded twice.
-  std::optional<Tensor> first;
+  // The size the model sees is known only after preprocessing (a video keeps the frame, so the
+  // run does not decode it again).
   std::optional<PlannedRun> pre;
   if (a.dry_run || !a.no_preflight) {
-    first = frame_at(0);
+    std::optional<Tensor> first = input->get(0);
+    if (!first) throw Error(a.input + ": has no frames");
     PlannedRun p;
     p.plan = {.engine = a.engine,
               .height = first->dim(1),
               .width = first->dim(2),
               .frames = frames,
               .stream = stream,
-              .results = result_outputs(a, outputs.exports, keep_recent)};
+              .results = result_outputs(a, o.exports, keep_recent)};
     if (windowed) p.plan.windowed = windowed_options(a);
     p.estimate = preflight(p.plan, flag);
     pre = p;
@@ -263,25 +224,30 @@ int run(const RunArgs& a) {
   }
   auto engine = Engine::create(a.engine);
   if (pre) check_fits(*pre, a, *engine);
-  if (windowed) return run_windowed_mode(a, *engine, frames, frame_at, outputs);
-  if (input->live()) std::signal(SIGINT, on_interrupt);
-  int64_t next = 0;
-  NextFrame source = [&]() -> std::optional<Tensor> {
-    if (g_interrupted) return std::nullopt;
-    if (next == 0 && first) {
-      ++next;
-      return std::move(*first);
-    }
-    return input->get(next++);
-  };
-  RunSummary s = run_stream(*engine, stream, source, outputs);
-  std::printf("%lld frames in %.2f s (%.2f frames/s); wrote %s/predictions.safetensors\n",
-              static_cast<long long>(s.frames), s.seconds, s.frames / s.seconds, a.out.c_str());
+  o.stream = stream;
+  if (windowed) {
+    o.windowed = windowed_options(a);
+    o.log = [&](const char* line) {
+      if (!a.quiet) std::fprintf(stderr, "%s\n", line);
+    };
+  }
+  if (input->live()) {
+    std::signal(SIGINT, on_interrupt);
+    o.stop = [] { return g_interrupted.load(); };
+  }
+  const RunReport r = run_with_progress(*engine, *input, o, a.quiet, a.json);
+  if (windowed)
+    std::printf("%lld frames in %lld windows, %.2f s; wrote %s/predictions.safetensors\n",
+                static_cast<long long>(r.frames), static_cast<long long>(r.windows), r.seconds,
+                a.out.c_str());
+  else
+    std::printf("%lld frames in %.2f s (%.2f frames/s); wrote %s/predictions.safetensors\n",
+                static_cast<long long>(r.frames), r.seconds, r.fps(), a.out.c_str());
   if (input->live())
     std::printf("%lld frames dropped (the model was slower than the source)\n",
-                static_cast<long long>(input->dropped()));
-  if (!outputs.exports.formats.empty())
-    std::printf("exports in %s/: %s\n", a.out.c_str(), join(outputs.exports.formats).c_str());
+                static_cast<long long>(r.dropped));
+  if (!o.exports.formats.empty())
+    std::printf("exports in %s/: %s\n", a.out.c_str(), join(o.exports.formats).c_str());
   return 0;
 }
 
@@ -361,7 +327,8 @@ void add_run(CLI::App& app) {
   sub->add_option("--out", a->out, "output folder")->required();
   sub->add_option("--cache-stats", a->cache_stats,
                   "write KV-cache counters per frame (JSON lines)");
-  sub->add_flag("--quiet", a->quiet, "no per-frame progress");
+  sub->add_flag("--quiet", a->quiet, "no per-frame progress or timing summary");
+  sub->add_option("--json", a->json, "write the timing report (frames/s, stages, latency) as JSON");
   sub->add_flag("--dry-run", a->dry_run, "print the memory estimate and exit");
   sub->add_flag("--no-preflight", a->no_preflight, "skip the check that the run fits in memory");
   // Hidden: for tests, and for users who want a cap below what is free.

@@ -7,8 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "lingbot/error.h"
 
@@ -89,83 +88,35 @@ std::string join(const std::vector<std::string>& items) {
   return s;
 }
 
-RunSummary run_stream(Engine& engine, const StreamOptions& options, const NextFrame& source,
-                      const RunOutputs& out) {
-  std::error_code ec;
-  std::filesystem::create_directories(out.out_dir, ec);
-  if (ec || !std::filesystem::is_directory(out.out_dir))
-    throw Error("cannot create output folder " + out.out_dir + ": " + ec.message());
-  std::ofstream stats;
-  if (!out.cache_stats_path.empty()) {
-    stats.open(out.cache_stats_path);
-    if (!stats) throw Error("cannot write " + out.cache_stats_path);
+RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions options, bool quiet,
+                            const std::string& json) {
+  std::optional<Progress> progress;
+  if (!quiet) {
+    progress.emplace(source.count(),
+                     source.live() ? std::function<int64_t()>([&] { return source.dropped(); })
+                                   : std::function<int64_t()>());
+    auto user = std::move(options.on_result);
+    int64_t done = 0;
+    options.on_result = [&, user](const FrameResult& r, const Tensor& frame) {
+      if (user) user(r, frame);
+      progress->update(++done, r.keyframe);
+    };
   }
-  ExportOptions exports = out.exports;
-  if (exports.out_dir.empty()) exports.out_dir = out.out_dir;
-  exports.timestamp = out.timestamp;
-  auto sinks = make_sinks(exports);
-  // Results can come several frames after their push (the scale frames arrive together), so
-  // the frames wait here, by index, for the sinks that colour points or save images.
-  std::map<int64_t, Tensor> waiting;
-  int64_t pushed = 0;
-  auto session = engine.start(options);
-  PredictionsWriter predictions(out.total_frames);
-  RunSummary summary;
-  const auto t0 = std::chrono::steady_clock::now();
-  Progress progress(out.total_frames, out.dropped);
-  auto on_result = [&](const FrameResult& r) {
-    predictions.add(r);
-    if (!sinks.empty()) {
-      auto it = waiting.find(r.index);
-      const Tensor* rgb = it == waiting.end() ? nullptr : &it->second;
-      for (auto& s : sinks) s->add(r, rgb);
-      if (it != waiting.end()) waiting.erase(it);
-    }
-    ++summary.frames;
-    if (stats.is_open()) {
-      const CacheStats c = session->cache_stats();
-      nlohmann::ordered_json j = {{"frame", r.index},
-                                  {"keyframe", r.keyframe},
-                                  {"stored_frames", c.stored_frames},
-                                  {"scale_pages", c.scale_pages},
-                                  {"live_pages", c.live_pages},
-                                  {"free_pages", c.free_pages},
-                                  {"special_tokens", c.special_tokens},
-                                  {"bytes", c.bytes},
-                                  {"special_frames", c.special_frames},
-                                  {"special_bytes", c.special_bytes},
-                                  {"camera_cache_bytes", c.camera_cache_bytes}};
-      stats << j.dump() << "\n";
-      stats.flush();
-    }
-    if (!out.quiet) progress.update(summary.frames, r.keyframe);
-  };
-  // A source that fails part way (a damaged file, a camera or stream that drops, an unreadable
-  // image) ends the run like its end would, so that the frames before it are delivered and
-  // written, and then fails it with the source's error.
-  std::optional<std::string> input_error;
-  for (;;) {
-    std::optional<Tensor> frame;
-    try {
-      frame = source();
-    } catch (const Error& e) {
-      input_error = e.what();
-    }
-    if (!frame) break;
-    if (!sinks.empty()) waiting.emplace(pushed, *frame);
-    ++pushed;
-    session->push(*frame, on_result);
+  RunReport report;
+  try {
+    report = run(engine, source, options);
+  } catch (...) {
+    if (progress) progress->done();
+    throw;
   }
-  session->finish(on_result);
-  if (!out.quiet) progress.done();
-  for (auto& s : sinks) s->finish();
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (summary.frames == 0) throw Error(input_error ? *input_error : "no frames to process");
-  predictions.write(out.out_dir + "/predictions.safetensors");
-  if (input_error)
-    throw Error(*input_error + "; the results of the " + std::to_string(summary.frames) +
-                " frames before it are in " + out.out_dir + "/");
-  return summary;
+  if (progress) progress->done();
+  if (!quiet) std::fprintf(stderr, "%s\n", describe(report).c_str());
+  if (!json.empty()) {
+    std::ofstream f(json);
+    f << to_json(report) << "\n";
+    if (!f) throw Error("cannot write " + json);
+  }
+  return report;
 }
 
 }  // namespace lingbot::cli

@@ -1,5 +1,4 @@
-// What `run` and `demo` share: pull frames from a source, stream them through a session, hand
-// results to the outputs.
+// What `run` and `demo` share: the export flags, and a run with a progress line.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,22 +9,10 @@
 
 #include "lingbot/engine.h"
 #include "lingbot/exports.h"
+#include "lingbot/run.h"
+#include "lingbot/source.h"
 
 namespace lingbot::cli {
-
-// Returns the next frame (F32 [3, H, W] in [0, 1]) or nothing at the end.
-using NextFrame = std::function<std::optional<Tensor>()>;
-
-struct RunOutputs {
-  std::string out_dir;
-  std::string cache_stats_path;  // JSON lines, empty = none
-  bool quiet = false;
-  ExportOptions exports;
-  int64_t total_frames = 0;  // for the progress bar's ETA; 0 = unknown  // written per frame as
-                             // results arrive; out_dir empty = out_dir above
-  std::function<double(int64_t)> timestamp;  // TUM seconds of frame i; empty = the index
-  std::function<int64_t()> dropped;          // live sources: frames dropped so far
-};
 
 // Sign checks with short messages (CLI11's NonNegativeNumber prints the largest double in full).
 inline CLI::Validator sign_check(bool allow_zero) {
@@ -54,12 +41,9 @@ void add_export_options(CLI::App* sub, ExportArgs& a);
 ExportOptions export_options(const ExportArgs& a, FrameNamer name);
 std::string join(const std::vector<std::string>& items);  // "a, b, c"
 
-struct RunSummary {
-  int64_t frames = 0;
-  double seconds = 0;
-};
-
-RunSummary run_stream(Engine& engine, const StreamOptions& options, const NextFrame& source,
-                      const RunOutputs& outputs);
+// lingbot::run with a progress line on stderr (unless quiet) and the timing summary printed
+// at the end; `json`: the report as JSON into this file.
+RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions options, bool quiet,
+                            const std::string& json = "");
 
 }  // namespace lingbot::cli

@@ -59,6 +59,7 @@ inline int auto_keyframe_interval(int64_t frames) {
 struct FrameResult {
   int64_t index = 0;  // frame number in the sequence
   bool keyframe = true;
+  bool scale_frame = false;  // one of the first scale_frames of its sequence (or window)
   std::array<float, 9> pose_enc{};
   std::array<float, 12> c2w{}, w2c{};  // row-major 3x4
   std::array<float, 9> intrinsics{};   // row-major 3x3, pixels of the model input

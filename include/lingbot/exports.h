@@ -26,11 +26,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "lingbot/engine.h"
+#include "lingbot/windowed.h"
 
 namespace lingbot {
 
@@ -40,6 +42,7 @@ class ResultSink {
   // rgb: the frame the model saw, [3, H, W], U8 or F32 in [0, 1]; may be null (no colours).
   virtual void add(const FrameResult& result, const Tensor* rgb) = 0;
   virtual void finish() = 0;
+  virtual std::string name() const { return "export"; }  // the format, for messages
 };
 
 // File name (relative, PNG) of frame `index` in images/, depth/ and confidence/.
@@ -115,7 +118,9 @@ std::vector<std::string> parse_export_list(const std::string& list);
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);
 
 // Collects every frame's results into predictions.safetensors: pose_enc [S, 9], c2w and w2c
-// [S, 3, 4], intrinsics [S, 3, 3], depth and depth_conf [S, H, W] (all F32).
+// [S, 3, 4], intrinsics [S, 3, 3], depth and depth_conf [S, H, W] (all F32), frame_type U8 [S]
+// (0 scale frame, 1 keyframe, 2 non-keyframe) and is_keyframe Bool [S]; windowed runs add
+// chunk_scales [W] and chunk_transforms [W, 4, 4] from their windows' alignments.
 class PredictionsWriter {
  public:
   // `expected`: frames the run should have (0 = unknown). The buffers are reserved for them, so
@@ -124,13 +129,19 @@ class PredictionsWriter {
   // cannot be reserved (a container's wrong estimate) leaves them to grow.
   explicit PredictionsWriter(int64_t expected = 0);
   void add(const FrameResult& r);
+  void add_window(const WindowAlignment& w);
   int64_t frames() const { return frames_; }
+  // The file's tensors (copies).
+  std::map<std::string, Tensor> tensors() const;
   // The file is complete or absent afterwards; throws Error when it cannot be written.
   void write(const std::string& path) const;
 
  private:
+  std::map<std::string, Tensor> views() const;
   int64_t expected_ = 0, frames_ = 0, h_ = 0, w_ = 0;
-  std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_;
+  std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_, chunk_scales_, chunk_transforms_;
+  std::vector<uint8_t> frame_type_, is_keyframe_;
+  bool windowed_ = false;
 };
 
 }  // namespace lingbot

@@ -8,6 +8,7 @@
 //   for (int64_t i = 0; auto frame = source->get(i); ++i) session->push(*frame, on_result);
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +51,14 @@ class FrameSource {
   // Seconds of frame i on the source's clock, for TUM trajectories; empty for folders.
   virtual std::function<double(int64_t)> timestamps() const { return {}; }
   virtual FrameNamer names() const { return default_frame_name; }
+  // Whether get() may run on several threads at once for different frames (folders: each frame
+  // is its own file); otherwise frames are read in order by one thread.
+  virtual bool concurrent() const { return false; }
+  // Seconds spent so far decoding and preprocessing (summed over the threads that read).
+  struct Times {
+    double decode = 0, preprocess = 0;
+  };
+  virtual Times times() const = 0;
 };
 
 // Throws Error with one line for a missing path, an empty folder, or a source that cannot be

@@ -1,13 +1,13 @@
 // Public API: windowed inference. The sequence is cut into overlapping windows,
 // each streamed with fresh caches in its own world frame, then every window is brought into
-// window 0's frame by a Sim(3) estimated on the overlap and the windows are stitched. Results
-// are complete only at the end.
+// window 0's frame by a Sim(3) estimated on the overlap and the windows are stitched. A window's
+// frames are delivered once it is aligned, as FrameResults in order, as streaming delivers them.
 //
-//   lingbot::WindowedResult r = lingbot::run_windowed(*engine, frames, frame_at, {.window_size =
-//   64}); lingbot::for_each_frame(r, [&](const lingbot::FrameResult& f) { ... });  // as
-//   streaming's lingbot::write_predictions("out/predictions.safetensors", r);
+//   lingbot::run_windowed(*engine, frames, frame_at, {.window_size = 64},
+//                         [&](const lingbot::FrameResult& f) { ... });
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,46 +34,64 @@ struct WindowedOptions {
   int64_t max_special_frames = 0;  // StreamOptions::max_special_frames, per window
 };
 
+// How a window was brought into window 0's frame: x -> scale * R x + t.
+struct WindowAlignment {
+  int64_t index = 0;                  // window number
+  int64_t begin = 0, end = 0;         // frames [begin, end) of the sequence it ran
+  float scale = 1;                    // window 0 (and a lone window): 1
+  std::array<float, 16> transform{};  // row-major 4x4 [R | t; 0 0 0 1], without the scale
+};
+
+struct WindowedRun {
+  std::vector<WindowAlignment> windows;
+  int64_t frames = 0;  // frames delivered
+  // Set when `frame_at` threw part way: its message. The frames before the one that failed were
+  // delivered, as a run given only those frames would have delivered them.
+  std::string source_error;
+};
+
+// Streams each window through one Session (reset between windows), fetching frame i through
+// `frame_at(i)` when a window needs it (overlapping frames are fetched again), aligns each window
+// to the one before and delivers the stitched frames in order through `on_result`, as a
+// streaming session does: a window's frames as soon as it is aligned (frames it shares with the
+// next window come from the next one), each window's alignment through `on_window` before its
+// frames. `log` receives one line per window.
+//
+// With a flow threshold, each window runs from its start until it holds window_size - scale
+// frames keyframes, and the next starts `overlap` frames before its end, but not before the end
+// of its scale block. Alignment and stitching then use the overlap the two windows really
+// share, where the reference assumes the nominal one and loses frames when a window is short;
+// with full-length windows the two agree.
+//
+// A source that fails part way (`frame_at` throws Error) ends the sequence at the frame that
+// failed: the window it fell in is finished with the frames it has, aligned and stitched as the
+// last one, and the error is returned in `source_error` rather than thrown (thrown when no frame
+// came before it).
+WindowedRun run_windowed(Engine& engine, int64_t frames,
+                         const std::function<Tensor(int64_t)>& frame_at,
+                         const WindowedOptions& options, const Session::Callback& on_result,
+                         const std::function<void(const WindowAlignment&)>& on_window = {},
+                         const std::function<void(const char*)>& log = {});
+
+// The whole stitched sequence at once, as predictions.safetensors holds it.
 struct WindowedResult {
   Tensor pose_enc;          // F32 [S, 9]
   Tensor depth;             // F32 [S, H, W]
   Tensor depth_conf;        // F32 [S, H, W]
   Tensor frame_type;        // U8 [S]: 0 scale, 1 keyframe, 2 non-keyframe
   Tensor is_keyframe;       // Bool [S]
-  Tensor chunk_scales;      // F32 [n_windows]; window 0 (and a lone window) 1
-  Tensor chunk_transforms;  // F32 [n_windows, 4, 4]: [R | t] without the scale
+  Tensor chunk_scales;      // F32 [n_windows]
+  Tensor chunk_transforms;  // F32 [n_windows, 4, 4]
   Tensor c2w, w2c;          // F32 [S, 3, 4]
   Tensor intrinsics;        // F32 [S, 3, 3]
   std::vector<std::pair<int64_t, int64_t>> windows;
-  // Set when `frame_at` threw part way: its message. The result then holds the frames before
-  // the one that failed, as a run given only those frames would have returned them.
   std::string source_error;
 };
 
-// Streams each window through one Session (reset between windows), fetching frame i through
-// `frame_at(i)` when a window needs it (overlapping frames are fetched again), then aligns, warps
-// and stitches. `log` receives one line per window.
-//
-// With a flow threshold, each window runs from its start until it holds window_size - scale
-// frames keyframes, and the next starts `overlap` frames before its end, but not before the end
-// of its scale block. Alignment and stitching then use the overlap the two windows really
-// share, where the reference assumes the nominal one and loses frames when a window is short
-//; with full-length windows the two agree.
-//
-// A source that fails part way (`frame_at` throws Error) ends the sequence at the frame that
-// failed: the window it fell in is finished with the frames it has, aligned and stitched as the
-// last one, and the error is returned in `source_error` rather than thrown (thrown when no frame
-// came before it).
+// run_windowed with every result collected.
 WindowedResult run_windowed(Engine& engine, int64_t frames,
                             const std::function<Tensor(int64_t)>& frame_at,
                             const WindowedOptions& options,
                             const std::function<void(const char*)>& log = {});
-
-// The stitched frames as FrameResults, in order, as a streaming session delivers them.
-void for_each_frame(const WindowedResult& result, const Session::Callback& on_result);
-
-// predictions.safetensors of a windowed run: the streaming file's tensors plus frame_type,
-// is_keyframe, chunk_scales and chunk_transforms.
-void write_predictions(const std::string& path, const WindowedResult& result);
 
 }  // namespace lingbot

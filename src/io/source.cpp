@@ -1,9 +1,12 @@
 #include "lingbot/source.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -14,8 +17,27 @@
 namespace lingbot {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Seconds spent reading, added up by the threads that read.
+class StageClock {
+ public:
+  void add(std::atomic<int64_t>& to, Clock::time_point since) {
+    to += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count();
+  }
+  FrameSource::Times times() const { return {decode_ns * 1e-9, preprocess_ns * 1e-9}; }
+  std::atomic<int64_t> decode_ns{0}, preprocess_ns{0};
+};
+
 // Errors from preprocessing name the frame they concern.
-Tensor prepare(const Preprocessor& preprocess, const ImageU8& img, const std::string& what) {
+Tensor prepare(const Preprocessor& preprocess, const ImageU8& img, const std::string& what,
+               StageClock& clock) {
+  const auto t0 = Clock::now();
+  struct Count {
+    StageClock& c;
+    Clock::time_point t0;
+    ~Count() { c.add(c.preprocess_ns, t0); }
+  } count{clock, t0};
   try {
     return preprocess(img);
   } catch (const Error& e) {
@@ -37,8 +59,13 @@ class FolderInput final : public FrameSource {
   }
   std::optional<Tensor> get(int64_t i) override {
     if (i < 0 || i >= count()) return std::nullopt;
-    return prepare(preprocess_, load_image(paths_[i]), paths_[i]);
+    const auto t0 = Clock::now();
+    ImageU8 img = load_image(paths_[i]);
+    clock_.add(clock_.decode_ns, t0);
+    return prepare(preprocess_, img, paths_[i], clock_);
   }
+  bool concurrent() const override { return true; }
+  Times times() const override { return clock_.times(); }
   int64_t count() const override { return static_cast<int64_t>(paths_.size()); }
   // Exported frames keep their input's name (as PNG: they are the model input, re-encoded);
   // should two inputs differ only in extension, all fall back to numbered names.
@@ -57,6 +84,7 @@ class FolderInput final : public FrameSource {
  private:
   Preprocessor preprocess_;
   std::vector<std::string> paths_;
+  StageClock clock_;
 };
 
 // Video files and live sources: decoded in order; the latest frames are kept so a caller may
@@ -93,7 +121,9 @@ class VideoInput final : public FrameSource {
       recent_.clear();
     }
     while (next_ <= i) {
+      const auto t0 = Clock::now();
       std::optional<VideoFrame> f = reader_->next();
+      clock_.add(clock_.decode_ns, t0);
       if (!f) {
         // A live source that failed after its first frame (a file's failure throws in next()).
         if (live_ && !reader_->end_reason().empty()) throw Error(reader_->end_reason());
@@ -101,8 +131,12 @@ class VideoInput final : public FrameSource {
       }
       const int64_t index = next_++;
       if (index < i) continue;
-      if (static_cast<int64_t>(times_.size()) == index) times_.push_back(f->timestamp);
-      Tensor t = prepare(preprocess_, f->image, source_ + ", frame " + std::to_string(index));
+      {
+        std::lock_guard<std::mutex> lock(times_mutex_);
+        if (static_cast<int64_t>(times_.size()) == index) times_.push_back(f->timestamp);
+      }
+      Tensor t =
+          prepare(preprocess_, f->image, source_ + ", frame " + std::to_string(index), clock_);
       recent_.emplace_back(index, t);
       while (static_cast<int64_t>(recent_.size()) > std::max<int64_t>(1, options_.keep_recent))
         recent_.pop_front();
@@ -113,8 +147,11 @@ class VideoInput final : public FrameSource {
   int64_t count() const override { return count_; }
   bool live() const override { return live_; }
   int64_t dropped() const override { return reader_->dropped(); }
+  Times times() const override { return clock_.times(); }
   std::function<double(int64_t)> timestamps() const override {
+    // Asked by the outputs' threads while the reader appends.
     return [this](int64_t i) {
+      std::lock_guard<std::mutex> lock(times_mutex_);
       return i >= 0 && i < static_cast<int64_t>(times_.size()) ? times_[i] : double(i);
     };
   }
@@ -128,7 +165,9 @@ class VideoInput final : public FrameSource {
   bool live_ = false;
   int64_t count_ = 0, next_ = 0;
   std::deque<std::pair<int64_t, Tensor>> recent_;
+  mutable std::mutex times_mutex_;
   std::vector<double> times_;  // by kept frame, for the trajectory (8 bytes a frame)
+  StageClock clock_;
 };
 
 }  // namespace

@@ -94,6 +94,7 @@ FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
   const int64_t plane = static_cast<int64_t>(h) * w;
   FrameResult r;
   r.index = next_index_++;
+  r.scale_frame = r.index < seq_->scale_frames();
   std::memcpy(r.pose_enc.data(), out.pose_enc.f32() + f * 9, 9 * sizeof(float));
   const CameraPose pose = decode_pose(r.pose_enc.data(), h, w);
   std::memcpy(r.c2w.data(), pose.c2w, sizeof(pose.c2w));

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "lingbot/error.h"
+#include "lingbot/exports.h"
 #include "model/pose.h"
 
 namespace lingbot {
@@ -80,12 +82,6 @@ WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
                                              std::to_string(i) + ") returned " +
                                              std::to_string(w.frames()) + " frames");
   return w;
-}
-
-Tensor from(const std::vector<float>& v, Shape shape) {
-  Tensor t = Tensor::zeros(shape);
-  std::copy(v.begin(), v.end(), t.f32());
-  return t;
 }
 
 }  // namespace
@@ -204,30 +200,19 @@ void warp_window(WindowPrediction& window, const Sim3& tf) {
   for (float& d : window.depth) d *= s;
 }
 
-WindowedResult run_windowed(Engine& engine, int64_t frames,
-                            const std::function<Tensor(int64_t)>& frame_at,
-                            const WindowedOptions& options,
-                            const std::function<void(const char*)>& log) {
+WindowedRun run_windowed(Engine& engine, int64_t frames,
+                         const std::function<Tensor(int64_t)>& frame_at,
+                         const WindowedOptions& options, const Session::Callback& on_result,
+                         const std::function<void(const WindowAlignment&)>& on_window,
+                         const std::function<void(const char*)>& log) {
   check_options(options);
+  WindowedRun out;
+  if (frames <= 0) return out;
   const bool flow = options.flow_threshold > 0;
   // The fixed schedule is known up front; flow windows are appended as they close.
   const std::vector<std::pair<int64_t, int64_t>> plan =
       flow ? std::vector<std::pair<int64_t, int64_t>>{} : plan_windows(frames, options);
   const int64_t overlap = resolve_overlap(frames, options);
-  WindowedResult out;
-  out.pose_enc = Tensor::zeros({std::max<int64_t>(frames, 0), 9});
-  out.depth = Tensor::zeros({0, 0, 0});
-  out.depth_conf = Tensor::zeros({0, 0, 0});
-  out.frame_type = Tensor::zeros({std::max<int64_t>(frames, 0)}, DType::U8);
-  out.is_keyframe = Tensor::zeros({std::max<int64_t>(frames, 0)}, DType::Bool);
-  if (frames <= 0) {
-    out.chunk_scales = Tensor::zeros({0});
-    out.chunk_transforms = Tensor::zeros({0, 4, 4});
-    out.c2w = Tensor::zeros({0, 3, 4});
-    out.w2c = Tensor::zeros({0, 3, 4});
-    out.intrinsics = Tensor::zeros({0, 3, 3});
-    return out;
-  }
   // The reference would stitch nothing from such windows and return fewer frames than it was
   // given; refusing is more useful than a silently shortened result.
   const int64_t first_len = flow ? frames : plan[0].second - plan[0].first;
@@ -239,9 +224,8 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
           "lower the overlap or raise the window size");
 
   auto session = engine.start(window_stream_options(options));
-  std::vector<float> scales, transforms;
   WindowPrediction previous;
-  int64_t written = 0, height = 0, width = 0, begin = 0, previous_end = 0;
+  int64_t height = 0, width = 0, begin = 0, previous_end = 0;
   // The frames stitched: all of them, or those before a frame the source failed on. A failure
   // makes its window the last, cut there; up to it the windows, and so the alignment, are the
   // ones a run given only those frames would have had.
@@ -259,15 +243,12 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
       total = end;
       if (current.frames() == 0) break;  // it failed on the window's first frame
     }
-    out.windows.emplace_back(begin, end);
     const int64_t next = end == total ? total
                          : flow       ? std::max(end - overlap, begin + scale)
                                       : plan[j + 1].first;
     if (j == 0) {
       height = current.height;
       width = current.width;
-      out.depth = Tensor::zeros({frames, height, width});
-      out.depth_conf = Tensor::zeros({frames, height, width});
     }
     LINGBOT_CHECK(current.height == height && current.width == width,
                   "all frames must have one size: window " + std::to_string(j) + " is " +
@@ -280,30 +261,13 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
     // (identity), which re-canonicalises its quaternions as the reference does.
     if (j > 0 || end < total) warp_window(current, tf);
 
-    scales.push_back(static_cast<float>(tf.s));
-    float m[16] = {};
-    for (int a = 0; a < 3; ++a) {
-      for (int b = 0; b < 3; ++b) m[a * 4 + b] = static_cast<float>(tf.R[a][b]);
-      m[a * 4 + 3] = static_cast<float>(tf.t[a]);
+    WindowAlignment a{.index = j, .begin = begin, .end = end, .scale = static_cast<float>(tf.s)};
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) a.transform[r * 4 + c] = static_cast<float>(tf.R[r][c]);
+      a.transform[r * 4 + 3] = static_cast<float>(tf.t[r]);
     }
-    m[15] = 1;
-    transforms.insert(transforms.end(), m, m + 16);
-
-    // Frames this window shares with the next come from the next one.
-    const int64_t keep = end == total ? current.frames() : next - begin;
-    const int64_t plane = height * width;
-    LINGBOT_CHECK(written == begin && keep <= current.frames(),
-                  "windowed stitching lost track of the sequence");
-    for (int64_t i = 0; i < keep; ++i, ++written) {
-      std::copy(current.pose_enc[i].begin(), current.pose_enc[i].end(),
-                out.pose_enc.f32() + written * 9);
-      out.frame_type.data<uint8_t>()[written] = current.frame_type[i];
-      out.is_keyframe.data<bool>()[written] = current.is_keyframe(i);
-    }
-    std::memcpy(out.depth.f32() + (written - keep) * plane, current.depth.data(),
-                keep * plane * sizeof(float));
-    std::memcpy(out.depth_conf.f32() + (written - keep) * plane, current.conf.data(),
-                keep * plane * sizeof(float));
+    a.transform[15] = 1;
+    out.windows.push_back(a);
     if (log) {
       char line[160];
       const std::string of = flow ? "" : "/" + std::to_string(plan.size());
@@ -312,35 +276,63 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
                     static_cast<long long>(end), tf.s);
       log(line);
     }
+    if (on_window) on_window(a);
+
+    // Frames this window shares with the next come from the next one.
+    const int64_t keep = end == total ? current.frames() : next - begin;
+    LINGBOT_CHECK(out.frames == begin && keep <= current.frames(),
+                  "windowed stitching lost track of the sequence");
+    const int64_t plane = height * width;
+    for (int64_t i = 0; i < keep; ++i, ++out.frames) {
+      FrameResult f;
+      f.index = out.frames;
+      f.scale_frame = current.frame_type[i] == 0;
+      f.keyframe = current.is_keyframe(i);
+      f.pose_enc = current.pose_enc[i];
+      const CameraPose p =
+          decode_pose(f.pose_enc.data(), static_cast<int>(height), static_cast<int>(width));
+      std::memcpy(f.c2w.data(), p.c2w, sizeof(p.c2w));
+      std::memcpy(f.w2c.data(), p.w2c, sizeof(p.w2c));
+      std::memcpy(f.intrinsics.data(), p.K, sizeof(p.K));
+      f.height = static_cast<int>(height);
+      f.width = static_cast<int>(width);
+      f.depth.assign(current.depth.begin() + i * plane, current.depth.begin() + (i + 1) * plane);
+      f.confidence.assign(current.conf.begin() + i * plane, current.conf.begin() + (i + 1) * plane);
+      on_result(f);
+    }
     previous = std::move(current);
     previous_end = end;
     begin = next;
   }
-  if (written == 0 && !out.source_error.empty()) throw Error(out.source_error);
-  LINGBOT_CHECK(written == total, "windowed stitching produced " + std::to_string(written) +
-                                      " frames for " + std::to_string(total));
-  if (total < frames) {
-    out.pose_enc = out.pose_enc.slice(0, total);
-    out.depth = out.depth.slice(0, total);
-    out.depth_conf = out.depth_conf.slice(0, total);
-    out.frame_type = out.frame_type.slice(0, total);
-    out.is_keyframe = out.is_keyframe.slice(0, total);
-  }
-  const int64_t n_windows = static_cast<int64_t>(out.windows.size());
-  out.chunk_scales = from(scales, {n_windows});
-  out.chunk_transforms = from(transforms, {n_windows, 4, 4});
-
-  out.c2w = Tensor::zeros({total, 3, 4});
-  out.w2c = Tensor::zeros({total, 3, 4});
-  out.intrinsics = Tensor::zeros({total, 3, 3});
-  for (int64_t i = 0; i < total; ++i) {
-    const CameraPose p =
-        decode_pose(out.pose_enc.f32() + i * 9, static_cast<int>(height), static_cast<int>(width));
-    std::memcpy(out.c2w.f32() + i * 12, p.c2w, sizeof(p.c2w));
-    std::memcpy(out.w2c.f32() + i * 12, p.w2c, sizeof(p.w2c));
-    std::memcpy(out.intrinsics.f32() + i * 9, p.K, sizeof(p.K));
-  }
+  if (out.frames == 0 && !out.source_error.empty()) throw Error(out.source_error);
+  LINGBOT_CHECK(out.frames == total, "windowed stitching produced " + std::to_string(out.frames) +
+                                         " frames for " + std::to_string(total));
   return out;
+}
+
+WindowedResult run_windowed(Engine& engine, int64_t frames,
+                            const std::function<Tensor(int64_t)>& frame_at,
+                            const WindowedOptions& options,
+                            const std::function<void(const char*)>& log) {
+  PredictionsWriter collected(frames);
+  const WindowedRun run = run_windowed(
+      engine, frames, frame_at, options, [&](const FrameResult& f) { collected.add(f); },
+      [&](const WindowAlignment& w) { collected.add_window(w); }, log);
+  std::map<std::string, Tensor> t = collected.tensors();
+  WindowedResult r;
+  r.pose_enc = t["pose_enc"];
+  r.depth = t["depth"];
+  r.depth_conf = t["depth_conf"];
+  r.frame_type = t["frame_type"];
+  r.is_keyframe = t["is_keyframe"];
+  r.chunk_scales = t["chunk_scales"];
+  r.chunk_transforms = t["chunk_transforms"];
+  r.c2w = t["c2w"];
+  r.w2c = t["w2c"];
+  r.intrinsics = t["intrinsics"];
+  for (const WindowAlignment& w : run.windows) r.windows.emplace_back(w.begin, w.end);
+  r.source_error = run.source_error;
+  return r;
 }
 
 }  // namespace lingbot

@@ -5,6 +5,7 @@
 // the pose encoding belongs to the viewer's unprojection, where pixel u sits at u
 // (the reference's viewer). Exported principal points are therefore shifted by half a pixel, so
 // that projecting an exported 3D point lands on the centre of the pixel it was unprojected from.
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -23,6 +24,7 @@ float centred(float c) {
 
 class ColmapSink : public ResultSink {
  public:
+  std::string name() const override { return "colmap"; }
   ColmapSink(const std::string& dir, PointOptions o, FrameNamer name)
       : o_(o),
         name_(std::move(name)),
@@ -56,13 +58,22 @@ class ColmapSink : public ResultSink {
     images_.write(id + " " + fmt(q[3]) + " " + fmt(q[0]) + " " + fmt(q[1]) + " " + fmt(q[2]) + " " +
                   fmt(r.w2c[3]) + " " + fmt(r.w2c[7]) + " " + fmt(r.w2c[11]) + " " + id + " " +
                   name_(r.index) + "\n\n");
-    std::string lines;
+    // Formatted in place: a frame has thousands of points.
+    lines_.clear();
     sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
-      lines += std::to_string(++next_point_) + " " + fmt(p.x) + " " + fmt(p.y) + " " + fmt(p.z) +
-               " " + std::to_string(p.rgb[0]) + " " + std::to_string(p.rgb[1]) + " " +
-               std::to_string(p.rgb[2]) + " 0\n";
+      char b[128], *e = b + sizeof b;
+      char* c = std::to_chars(b, e, ++next_point_).ptr;
+      for (float v : {p.x, p.y, p.z}) {
+        *c++ = ' ';
+        c = std::to_chars(c, e, v).ptr;
+      }
+      for (uint8_t v : p.rgb) {
+        *c++ = ' ';
+        c = std::to_chars(c, e, static_cast<int>(v)).ptr;
+      }
+      lines_.append(b, c).append(" 0\n");
     });
-    points_.write(lines);
+    points_.write(lines_);
     flush();
   }
 
@@ -83,12 +94,14 @@ class ColmapSink : public ResultSink {
   FrameNamer name_;
   sinks::OutFile cameras_, images_, points_;
   int64_t next_point_ = 0;
+  std::string lines_;
 };
 
 // transforms.json stays valid JSON after every frame: the closing brackets are overwritten by
 // the next frame and written again after it.
 class NerfstudioSink : public ResultSink {
  public:
+  std::string name() const override { return "nerfstudio"; }
   NerfstudioSink(const std::string& path, NerfstudioOptions o, FrameNamer name)
       : file_(path, false), o_(std::move(o)), name_(std::move(name)) {
     std::string head = "{\n  \"camera_model\": \"OPENCV\",\n";

@@ -31,6 +31,7 @@ std::string npy_header(int height, int width) {
 
 class DepthNpySink : public ResultSink {
  public:
+  std::string name() const override { return "depth_f32"; }
   DepthNpySink(const std::string& dir, FrameNamer name) : dir_(dir), name_(std::move(name)) {
     sinks::make_folder(dir_ + "/depth_f32");
     sinks::make_folder(dir_ + "/confidence_f32");

@@ -25,6 +25,7 @@ nlohmann::ordered_json numbers(const std::array<float, N>& a) {
 
 class FramesJsonSink : public ResultSink {
  public:
+  std::string name() const override { return "json"; }
   FramesJsonSink(const std::string& path, FrameNamer name)
       : file_(path, false), name_(std::move(name)) {}
 

@@ -78,6 +78,7 @@ nlohmann::json bounds(const std::array<float, 3>& b) {
 
 class GlbSink : public ResultSink {
  public:
+  std::string name() const override { return "glb"; }
   GlbSink(const std::string& path, PointOptions o) : path_(path), o_(o) {
     LINGBOT_CHECK(o_.stride >= 1, "the point stride must be at least 1");
     write();  // an empty scene at once: the path is known to be writable before any frame runs

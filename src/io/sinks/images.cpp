@@ -12,6 +12,7 @@ namespace {
 
 class ImageSink : public ResultSink {
  public:
+  std::string name() const override { return "images"; }
   ImageSink(const std::string& dir, FrameNamer name) : dir_(dir), name_(std::move(name)) {
     sinks::make_folder(dir_);
   }

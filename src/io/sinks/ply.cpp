@@ -27,6 +27,7 @@ std::string count_field(int64_t n) {
 
 class PlySink : public ResultSink {
  public:
+  std::string name() const override { return "ply"; }
   PlySink(const std::string& path, PointOptions o) : file_(path, true), o_(o) {
     LINGBOT_CHECK(o_.stride >= 1, "the point stride must be at least 1");
     std::string header =

@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
+#include "lingbot/error.h"
 #include "lingbot/exports.h"
 #include "weights/safetensors.h"
 
@@ -21,6 +23,10 @@ void PredictionsWriter::add(const FrameResult& r) {
     } catch (const std::exception&) {  // std::length_error, std::bad_alloc
     }
   }
+  LINGBOT_CHECK(r.height == h_ && r.width == w_,
+                "all frames of a run must have one size: frame " + std::to_string(r.index) +
+                    " is " + std::to_string(r.width) + "x" + std::to_string(r.height) +
+                    ", the first " + std::to_string(w_) + "x" + std::to_string(h_));
   ++frames_;
   pose_.insert(pose_.end(), r.pose_enc.begin(), r.pose_enc.end());
   c2w_.insert(c2w_.end(), r.c2w.begin(), r.c2w.end());
@@ -28,21 +34,55 @@ void PredictionsWriter::add(const FrameResult& r) {
   k_.insert(k_.end(), r.intrinsics.begin(), r.intrinsics.end());
   depth_.insert(depth_.end(), r.depth.begin(), r.depth.end());
   conf_.insert(conf_.end(), r.confidence.begin(), r.confidence.end());
+  frame_type_.push_back(r.scale_frame ? 0 : r.keyframe ? 1 : 2);
+  is_keyframe_.push_back(r.keyframe ? 1 : 0);
+}
+
+void PredictionsWriter::add_window(const WindowAlignment& w) {
+  windowed_ = true;
+  chunk_scales_.push_back(w.scale);
+  chunk_transforms_.insert(chunk_transforms_.end(), w.transform.begin(), w.transform.end());
+}
+
+// Views of the buffers, for reading only.
+std::map<std::string, Tensor> PredictionsWriter::views() const {
+  auto view = [](const auto& v, Shape s, DType t) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    return Tensor::wrap(const_cast<T*>(v.data()), s, t, nullptr);
+  };
+  std::map<std::string, Tensor> t;
+  t["pose_enc"] = view(pose_, {frames_, 9}, DType::F32);
+  t["c2w"] = view(c2w_, {frames_, 3, 4}, DType::F32);
+  t["w2c"] = view(w2c_, {frames_, 3, 4}, DType::F32);
+  t["intrinsics"] = view(k_, {frames_, 3, 3}, DType::F32);
+  t["depth"] = view(depth_, {frames_, h_, w_}, DType::F32);
+  t["depth_conf"] = view(conf_, {frames_, h_, w_}, DType::F32);
+  t["frame_type"] = view(frame_type_, {frames_}, DType::U8);
+  t["is_keyframe"] = view(is_keyframe_, {frames_}, DType::Bool);
+  if (windowed_) {
+    const int64_t n = static_cast<int64_t>(chunk_scales_.size());
+    t["chunk_scales"] = view(chunk_scales_, {n}, DType::F32);
+    t["chunk_transforms"] = view(chunk_transforms_, {n, 4, 4}, DType::F32);
+  }
+  return t;
+}
+
+std::map<std::string, Tensor> PredictionsWriter::tensors() const {
+  std::map<std::string, Tensor> t = views();
+  for (auto& [name, v] : t) {
+    Tensor copy = Tensor::zeros(v.shape(), v.dtype());
+    if (v.nbytes()) std::memcpy(copy.raw(), v.raw(), v.nbytes());
+    v = copy;
+  }
+  return t;
 }
 
 void PredictionsWriter::write(const std::string& path) const {
-  // Views of the buffers: write_safetensors only reads them.
-  auto view = [](const std::vector<float>& v, Shape s) {
-    return Tensor::wrap(const_cast<float*>(v.data()), s, DType::F32, nullptr);
-  };
-  TensorMap t;
-  t["pose_enc"] = view(pose_, {frames_, 9});
-  t["c2w"] = view(c2w_, {frames_, 3, 4});
-  t["w2c"] = view(w2c_, {frames_, 3, 4});
-  t["intrinsics"] = view(k_, {frames_, 3, 3});
-  t["depth"] = view(depth_, {frames_, h_, w_});
-  t["depth_conf"] = view(conf_, {frames_, h_, w_});
-  write_safetensors(path, t, {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}});
+  const std::map<std::string, Tensor> v = views();
+  std::map<std::string, std::string> meta{
+      {"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}};
+  if (windowed_) meta["mode"] = "windowed";
+  write_safetensors(path, v, meta);
 }
 
 }  // namespace lingbot

@@ -12,6 +12,7 @@ class TrajectorySink : public ResultSink {
   TrajectorySink(const std::string& path, TrajectoryFormat format,
                  std::function<double(int64_t)> timestamp)
       : file_(path, false), format_(format), timestamp_(std::move(timestamp)) {}
+  std::string name() const override { return format_ == TrajectoryFormat::TUM ? "tum" : "kitti"; }
 
   void add(const FrameResult& r, const Tensor*) override {
     using sinks::fmt;

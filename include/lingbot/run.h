@@ -1,0 +1,87 @@
+// Public API: a whole run, as `lingbot-map run` does it, in a pipeline of threads so that the
+// device sets the pace:
+//
+//   source: decode + preprocess on reader threads, a bounded prefetch handed out in frame order
+//     -> the session's step, on the calling thread
+//     -> outputs: predictions.safetensors, cache statistics, and each export on its own thread
+//        behind a bounded queue, every one in frame order
+//
+//   auto source = lingbot::open_source("clip.mp4", {}, [](const lingbot::ImageU8& img) {
+//     return lingbot::model_input(img, lingbot::PreprocessMode::Crop, 518);
+//   });
+//   lingbot::RunOptions o{.out_dir = "out"};
+//   o.exports.formats = lingbot::parse_export_list("tum,ply");
+//   lingbot::RunReport r = lingbot::run(*engine, *source, o);
+//   std::puts(lingbot::describe(r).c_str());
+//
+// Memory stays bounded whatever the speed of the source or the disk: a full queue makes the
+// stage before it wait (a live source then drops its oldest frames, as when the model is slow).
+// Results are those of pushing the frames one by one: the pipeline changes no arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lingbot/engine.h"
+#include "lingbot/exports.h"
+#include "lingbot/source.h"
+#include "lingbot/windowed.h"
+
+namespace lingbot {
+
+struct RunOptions {
+  // Streaming: a keyframe_interval of 0 picks auto_keyframe_interval(frames of the source).
+  StreamOptions stream;
+  std::optional<WindowedOptions> windowed;  // set: windowed mode with these options
+  // predictions.safetensors and the exports go here; empty = no files (results only through
+  // on_result).
+  std::string out_dir;
+  // exports.out_dir empty = out_dir; exports.name and exports.timestamp empty = the source's.
+  ExportOptions exports;
+  // More outputs of the caller's, each on its own thread like the exports (a viewer, a socket).
+  std::vector<std::shared_ptr<ResultSink>> sinks;
+  std::string cache_stats_path;  // KV-cache counters per frame as JSON lines; empty = none
+  int prefetch = 4;      // frames read ahead of the device (a live source: 1, the newest counts)
+  int read_threads = 0;  // readers for sources read in any order; 0 = up to 4, one per core
+  int output_queue = 8;  // results waiting for each output before the device waits for it
+  // Each result in frame order, on the calling thread, with the frame the model saw (F32
+  // [3, H, W]); a slow callback slows the run.
+  std::function<void(const FrameResult&, const Tensor& frame)> on_result;
+  // Polled before each frame: true ends the input as its end would (Ctrl-C on a live source).
+  std::function<bool()> stop;
+  std::function<void(const char*)> log;  // a line per window in windowed mode
+};
+
+// Where the time went. The device thread's wall time splits into device (its steps), waiting
+// for input and waiting for the outputs; the readers' and outputs' work runs beside it.
+struct RunReport {
+  int64_t frames = 0;
+  int64_t dropped = 0;  // live sources: frames dropped because the model was slower
+  int64_t windows = 0;  // windowed mode
+  double seconds = 0;   // wall time, from the first frame asked for to the last file written
+  double device = 0, wait_input = 0, wait_outputs = 0;  // seconds of the device thread
+  double decode = 0, preprocess = 0;                    // seconds of work, all reader threads
+  int read_threads = 0;
+  std::map<std::string, double> outputs;  // seconds of work per output (each on its thread)
+  // Streaming: from a frame's push to its result, over the frames after the scale block (those
+  // wait for the block to fill); 0 when there were none.
+  double latency_p50_ms = 0, latency_p99_ms = 0;
+  double fps() const { return seconds > 0 ? frames / seconds : 0; }
+};
+
+// Runs every frame of `source` through a session of `engine` (or its windows) and writes the
+// outputs. Throws Error when an output fails (the files written so far stay valid), and, after
+// writing the results of the frames before it, when the source fails part way.
+RunReport run(Engine& engine, FrameSource& source, const RunOptions& options);
+
+// "150 frames in 3.41 s (44.0 frames/s) ..." and, per frame, the stages' shares: several lines.
+std::string describe(const RunReport& report);
+// The report as one JSON object.
+std::string to_json(const RunReport& report);
+
+}  // namespace lingbot

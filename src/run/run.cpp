@@ -1,0 +1,301 @@
+// lingbot::run: the source, device and output stages of a run (see lingbot/run.h).
+#include "lingbot/run.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "lingbot/error.h"
+#include "run/output_threads.h"
+#include "run/prefetch.h"
+
+namespace lingbot {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Latencies in 0.1 ms bins up to 10 s (the last bin holds the rest): fixed memory however long
+// a live run lasts.
+class LatencyHistogram {
+ public:
+  void add(double seconds) {
+    const auto bin = static_cast<size_t>(std::max(seconds, 0.0) * 1e4);
+    ++bins_[std::min(bin, bins_.size() - 1)];
+    ++count_;
+  }
+  double percentile_ms(double p) const {
+    if (count_ == 0) return 0;
+    const auto rank = static_cast<int64_t>(p * (count_ - 1));
+    int64_t seen = 0;
+    for (size_t b = 0; b < bins_.size(); ++b) {
+      seen += bins_[b];
+      if (seen > rank) return (b + 0.5) * 0.1;
+    }
+    return bins_.size() * 0.1;
+  }
+
+ private:
+  std::vector<int64_t> bins_ = std::vector<int64_t>(100000);
+  int64_t count_ = 0;
+};
+
+void write_cache_stats(std::ofstream& out, const FrameResult& r, const CacheStats& c) {
+  nlohmann::ordered_json j = {{"frame", r.index},
+                              {"keyframe", r.keyframe},
+                              {"stored_frames", c.stored_frames},
+                              {"scale_pages", c.scale_pages},
+                              {"live_pages", c.live_pages},
+                              {"free_pages", c.free_pages},
+                              {"special_tokens", c.special_tokens},
+                              {"bytes", c.bytes},
+                              {"special_frames", c.special_frames},
+                              {"special_bytes", c.special_bytes},
+                              {"camera_cache_bytes", c.camera_cache_bytes}};
+  out << j.dump() << "\n";
+  out.flush();
+}
+
+// What every result goes through on the device thread, whichever the mode: the predictions,
+// the cache statistics, the output threads and the caller's callback.
+class Delivery {
+ public:
+  Delivery(FrameSource& source, const RunOptions& o, RunReport& report)
+      : o_(o), report_(report), predictions_(source.count()) {
+    if (!o.out_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(o.out_dir, ec);
+      if (ec || !std::filesystem::is_directory(o.out_dir))
+        throw Error("cannot create output folder " + o.out_dir + ": " +
+                    (ec ? ec.message() : std::string("a file of that name is in the way")));
+    }
+    if (!o.cache_stats_path.empty()) {
+      stats_.open(o.cache_stats_path);
+      if (!stats_) throw Error("cannot write " + o.cache_stats_path);
+    }
+    ExportOptions ex = o.exports;
+    if (ex.out_dir.empty()) ex.out_dir = o.out_dir;
+    if (!ex.name) ex.name = source.names();
+    if (!ex.timestamp) ex.timestamp = source.timestamps();
+    LINGBOT_CHECK(ex.formats.empty() || !ex.out_dir.empty(), "exports need an output folder");
+    std::vector<std::shared_ptr<ResultSink>> sinks = o.sinks;
+    for (auto& s : make_sinks(ex)) sinks.push_back(std::move(s));
+    outputs_ = std::make_unique<OutputThreads>(std::move(sinks), o.output_queue);
+  }
+
+  bool wants_frames() const { return !outputs_->empty() || o_.on_result; }
+  void add_window(const WindowAlignment& w) { predictions_.add_window(w); }
+
+  // `stats` only where a session's statistics are known (streaming).
+  void deliver(const FrameResult& r, std::shared_ptr<const Tensor> frame, const CacheStats* stats) {
+    const auto t0 = Clock::now();
+    if (!o_.out_dir.empty()) predictions_.add(r);
+    if (stats && stats_.is_open()) write_cache_stats(stats_, r, *stats);
+    if (!outputs_->empty()) {
+      const auto t1 = Clock::now();
+      outputs_->add(std::make_shared<const FrameResult>(r), frame);
+      report_.wait_outputs += since(t1);
+    }
+    if (o_.on_result) o_.on_result(r, frame ? *frame : Tensor());
+    ++report_.frames;
+    callbacks_ += since(t0);
+  }
+
+  // Seconds spent delivering since the last call: device time excludes them.
+  double take_callback_seconds() { return std::exchange(callbacks_, 0.0); }
+
+  void finish(const std::string& input_error) {
+    outputs_->finish();
+    for (const auto& [name, seconds] : outputs_->busy()) report_.outputs[name] += seconds;
+    if (report_.frames == 0)
+      throw Error(input_error.empty() ? "no frames to process" : input_error);
+    if (!o_.out_dir.empty()) predictions_.write(o_.out_dir + "/predictions.safetensors");
+  }
+
+ private:
+  const RunOptions& o_;
+  RunReport& report_;
+  PredictionsWriter predictions_;
+  std::ofstream stats_;
+  std::unique_ptr<OutputThreads> outputs_;
+  double callbacks_ = 0;
+};
+
+// Streaming: frames from the prefetch, one push each, results through the delivery.
+std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions& o,
+                          Delivery& delivery, RunReport& report) {
+  StreamOptions options = o.stream;
+  if (options.keyframe_interval == 0)
+    options.keyframe_interval = source.live() ? 1 : auto_keyframe_interval(source.count());
+  const int threads =
+      o.read_threads > 0
+          ? o.read_threads
+          : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  // A live source's frames age while they wait: read one ahead, and let the source drop.
+  FramePrefetch prefetch(source, threads, source.live() ? 1 : o.prefetch);
+  report.read_threads = prefetch.threads();
+  auto session = engine.start(options);
+  // Frames wait here for their results, which arrive up to a scale block later.
+  std::map<int64_t, std::pair<std::shared_ptr<const Tensor>, Clock::time_point>> waiting;
+  LatencyHistogram latency;
+  auto on_result = [&](const FrameResult& r) {
+    auto it = waiting.find(r.index);
+    std::shared_ptr<const Tensor> frame;
+    if (it != waiting.end()) {
+      if (r.index >= options.scale_frames) latency.add(since(it->second.second));
+      frame = std::move(it->second.first);
+      waiting.erase(it);
+    }
+    const CacheStats stats = session->cache_stats();
+    delivery.deliver(r, std::move(frame), &stats);
+  };
+  std::string input_error;
+  for (int64_t pushed = 0;; ++pushed) {
+    if (o.stop && o.stop()) break;
+    std::optional<Tensor> frame;
+    const auto t0 = Clock::now();
+    try {
+      frame = prefetch.next();
+    } catch (const Error& e) {
+      // A source that fails part way ends the run as its end would: the frames before it are
+      // delivered and written, then the run fails with the source's error.
+      input_error = e.what();
+    }
+    report.wait_input += since(t0);
+    if (!frame) break;
+    auto shared = std::make_shared<const Tensor>(std::move(*frame));
+    const auto t1 = Clock::now();
+    waiting.emplace(pushed, std::make_pair(delivery.wants_frames() ? shared : nullptr, t1));
+    session->push(*shared, on_result);
+    report.device += since(t1) - delivery.take_callback_seconds();
+  }
+  const auto t1 = Clock::now();
+  session->finish(on_result);
+  report.device += since(t1) - delivery.take_callback_seconds();
+  report.latency_p50_ms = latency.percentile_ms(0.5);
+  report.latency_p99_ms = latency.percentile_ms(0.99);
+  return input_error;
+}
+
+// Windowed: windows step back over their overlaps, so frames come from the source as they are
+// asked for, and those of the current window stay until their stitched results leave.
+std::string run_windowed_mode(Engine& engine, FrameSource& source, const RunOptions& o,
+                              Delivery& delivery, RunReport& report) {
+  LINGBOT_CHECK(!source.live(), "windowed mode needs a folder or a video file, not a live source");
+  LINGBOT_CHECK(source.count() > 0, "windowed mode needs the number of frames in advance");
+  std::map<int64_t, std::shared_ptr<const Tensor>> frames;
+  auto frame_at = [&](int64_t i) -> Tensor {
+    const auto t0 = Clock::now();
+    std::optional<Tensor> t = source.get(i);
+    report.wait_input += since(t0);
+    if (!t) throw Error("the source has no frame " + std::to_string(i));
+    if (delivery.wants_frames()) frames[i] = std::make_shared<const Tensor>(*t);
+    return *t;
+  };
+  auto on_result = [&](const FrameResult& r) {
+    frames.erase(frames.begin(), frames.lower_bound(r.index));
+    auto it = frames.find(r.index);
+    delivery.deliver(r, it == frames.end() ? nullptr : it->second, nullptr);
+  };
+  report.read_threads = 1;
+  const auto t0 = Clock::now();
+  const WindowedRun w = run_windowed(
+      engine, source.count(), frame_at, *o.windowed, on_result,
+      [&](const WindowAlignment& a) { delivery.add_window(a); }, o.log);
+  report.device += since(t0) - delivery.take_callback_seconds() - report.wait_input;
+  report.windows = static_cast<int64_t>(w.windows.size());
+  return w.source_error;
+}
+
+std::string ms(double seconds, int64_t frames) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", frames > 0 ? 1e3 * seconds / frames : 0.0);
+  return b;
+}
+
+}  // namespace
+
+RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
+  RunReport report;
+  const auto t0 = Clock::now();
+  Delivery delivery(source, o, report);
+  const std::string input_error = o.windowed
+                                      ? run_windowed_mode(engine, source, o, delivery, report)
+                                      : run_streaming(engine, source, o, delivery, report);
+  delivery.finish(input_error);
+  report.seconds = since(t0);
+  report.dropped = source.dropped();
+  const FrameSource::Times t = source.times();
+  report.decode = t.decode;
+  report.preprocess = t.preprocess;
+  if (!input_error.empty())
+    throw Error(input_error + "; the results of the " + std::to_string(report.frames) +
+                " frames before it are in " +
+                (o.out_dir.empty() ? "the results" : o.out_dir + "/"));
+  return report;
+}
+
+std::string describe(const RunReport& r) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%lld frames in %.2f s (%.2f frames/s)\n",
+                static_cast<long long>(r.frames), r.seconds, r.fps());
+  std::string s = line;
+  const int64_t n = r.frames;
+  s += "per frame: device " + ms(r.device, n) + ", waiting for input " + ms(r.wait_input, n) +
+       ", waiting for outputs " + ms(r.wait_outputs, n) + "\n";
+  s += "beside it: decode " + ms(r.decode, n) + " + preprocess " + ms(r.preprocess, n) + " on " +
+       std::to_string(r.read_threads) + " reader thread" + (r.read_threads == 1 ? "" : "s");
+  // The stage that sets the pace: the one whose work per frame, over its threads, is longest.
+  std::string slowest = "device";
+  double slowest_s = r.device;
+  if ((r.decode + r.preprocess) / std::max(r.read_threads, 1) > slowest_s) {
+    slowest = "reading";
+    slowest_s = (r.decode + r.preprocess) / std::max(r.read_threads, 1);
+  }
+  for (const auto& [name, seconds] : r.outputs) {
+    s += ", " + name + " " + ms(seconds, n);
+    if (seconds > slowest_s) {
+      slowest = "the " + name + " output";
+      slowest_s = seconds;
+    }
+  }
+  s += "\n";
+  if (r.latency_p50_ms > 0) {
+    std::snprintf(line, sizeof line, "latency from push to result: p50 %.1f ms, p99 %.1f ms\n",
+                  r.latency_p50_ms, r.latency_p99_ms);
+    s += line;
+  }
+  s += "slowest stage: " + slowest + " (" + ms(slowest_s, n) + " a frame)";
+  return s;
+}
+
+std::string to_json(const RunReport& r) {
+  nlohmann::ordered_json j = {{"frames", r.frames},
+                              {"seconds", r.seconds},
+                              {"fps", r.fps()},
+                              {"dropped", r.dropped},
+                              {"windows", r.windows},
+                              {"device_s", r.device},
+                              {"wait_input_s", r.wait_input},
+                              {"wait_outputs_s", r.wait_outputs},
+                              {"decode_s", r.decode},
+                              {"preprocess_s", r.preprocess},
+                              {"read_threads", r.read_threads},
+                              {"outputs_s", r.outputs},
+                              {"latency_p50_ms", r.latency_p50_ms},
+                              {"latency_p99_ms", r.latency_p99_ms}};
+  return j.dump();
+}
+
+}  // namespace lingbot
