@@ -10,21 +10,22 @@
 
 The reference's drivers work too: engine.inference_streaming(images, ...) and
 engine.inference_windowed(images, ...) return its dicts; to_predictions(results) builds the
-reference demo's prediction dict from FrameResults.
+reference demo's prediction dict from FrameResults; run(input, out=..., export=[...]) does what
+`lingbot-map run` does and returns that dict.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence, Union
+from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 
-from ._core import (Engine, FrameResult, Session, has_cuda, list_images, load_image,
-                    preprocess)
+from ._core import (Engine, FrameResult, Session, _run, has_cuda, list_images, load_image,
+                    parse_export_list, preprocess)
 
 __all__ = ["Engine", "Session", "FrameResult", "load_image", "load_images", "preprocess",
-           "list_images", "to_predictions", "world_points_from_depth", "has_cuda"]
+           "list_images", "to_predictions", "world_points_from_depth", "run", "has_cuda"]
 __version__ = "0.1.0"
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -98,3 +99,56 @@ def to_predictions(results: Iterable[FrameResult], images: np.ndarray | None = N
     if images is not None:
         out["images"] = np.asarray(images)
     return out
+
+
+def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequence[str]] = (),
+        mode: str = "streaming", *, engine: Engine | None = None, model: PathLike | None = None,
+        arch: str | None = None, device: str = "cpu", precision: str = "auto", threads: int = 0,
+        preprocess: str = "crop", size: int = 518, fps: float = 10, stride: int = 1,
+        first_k: int = 0, scale_frames: int = 8, window: int = 64, keyframe_interval: int = 0,
+        camera_iterations: int = 4, flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30,
+        max_special_frames: int = 0, window_size: int = 64, overlap: int = 16,
+        overlap_keyframes: int | None = None, conf_threshold: float = 1.5, point_stride: int = 4,
+        depth_scale: float = 1000, cache_stats: PathLike | None = None, preflight: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+        log: Callable[[str], None] | None = None) -> dict:
+    """What `lingbot-map run` does, from Python: returns the reference demo's prediction dict.
+
+    input: a folder of images, a video file, a capture device or a stream URL, sampled as the
+    CLI does (fps, first_k, stride). out: the folder for predictions.safetensors and the exports
+    (the same files as the CLI writes; None writes nothing). export: "tum,ply" or ["tum", "ply"]
+    (tum, kitti, json, depth, depth_f32, ply, glb, colmap, nerfstudio, all). mode: "streaming"
+    or "windowed" (window_size, overlap, overlap_keyframes). The model comes from `engine`, or is
+    loaded from `model` (arch, device, precision, threads). keyframe_interval 0 = the demo's
+    rule (about 320 keyframes per video). The other arguments are the CLI's options of the same
+    names. progress(done, total) is called per result (total 0 = unknown); Ctrl-C ends the input
+    and raises KeyboardInterrupt once the frames before it are written. Raises MemoryError
+    (unless preflight=False) when the run cannot fit.
+
+    Returns pose_enc, extrinsic (world-to-camera), intrinsic, depth, depth_conf,
+    world_points_from_depth and images (the frames the model saw), one entry per frame.
+    """
+    if engine is None:
+        if model is None:
+            raise ValueError("run needs an engine or a model")
+        engine = Engine(model, arch=arch, device=device, precision=precision, threads=threads)
+    if isinstance(export, str):
+        export = [export]
+    exports = parse_export_list(",".join(export))
+    if exports and out is None:
+        raise ValueError("exports need an output folder (out=...)")
+    options = dict(preprocess=preprocess, size=size, fps=fps, stride=stride, first_k=first_k,
+                   scale_frames=scale_frames, window=window,
+                   keyframe_interval=keyframe_interval, camera_iterations=camera_iterations,
+                   flow_threshold=flow_threshold, max_non_keyframe_gap=max_non_keyframe_gap,
+                   max_special_frames=max_special_frames, window_size=window_size,
+                   overlap=overlap, overlap_keyframes=overlap_keyframes,
+                   conf_threshold=conf_threshold, point_stride=point_stride,
+                   depth_scale=depth_scale, cache_stats=cache_stats, preflight=preflight)
+    if keyframe_interval < 0:
+        raise ValueError(f"keyframe_interval must be >= 0 (0 = auto), got {keyframe_interval}")
+    results, images = _run(engine, os.fspath(input), "" if out is None else os.fspath(out),
+                           exports, mode, options, progress, log)
+    if not results:
+        raise RuntimeError(f"{os.fspath(input)}: no frames were processed")
+    return to_predictions(results, images)

@@ -96,3 +96,9 @@ def preprocess(image: npt.ArrayLike, mode: str = "crop", size: int = 518) -> U8:
     """The reference's preprocessing of one image: uint8 [3, H', W']."""
 def list_images(folder: PathLike) -> list[str]:
     """Image files of a folder in natural order."""
+def parse_export_list(list: str) -> list[str]:
+    """"tum,ply", "all" or "none" as export names; ValueError for an unknown one."""
+def _run(engine: Engine, input: str, out: str, exports: list[str], mode: str,
+         options: dict[str, object], progress: Optional[Callable[[int, int], None]],
+         log: Optional[Callable[[str], None]]) -> tuple[list[FrameResult], Optional[F32]]:
+    """lingbot_map.run's engine side: the results and the frames the model saw."""

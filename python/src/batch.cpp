@@ -51,31 +51,6 @@ std::string keyword(Setting s) {
   return "";
 }
 
-// Raises MemoryError when the run will not fit: in free device memory after loading (the weights
-// already there count as available) or, on the CPU, in the host's available memory.
-void check_fits(const PyEngine& e, const Frames& f, const StreamOptions& stream,
-                const std::optional<WindowedOptions>& windowed) {
-  RunPlan plan{.engine = e.options,
-               .height = f.height,
-               .width = f.width,
-               .frames = f.count,
-               .stream = stream,
-               .windowed = windowed,
-               .results = {}};
-  plan.results.windowed = windowed.has_value();
-  plan.results.on_host = e.options.device == "cpu";
-  const Preflight p = preflight(plan, keyword);
-  const size_t host = host_memory_available();
-  if (!plan.results.on_host && host && p.need.results > host)
-    throw WontFit("not enough host memory for " + p.summary + ": the results need ~" +
-                  format_gb(p.need.results) + ", " + format_gb(host) + " available");
-  const size_t free = plan.results.on_host ? host : e.engine->device_memory_free();
-  const size_t available = free ? free + p.need.weights : 0;
-  if (available && p.need.total > available)
-    throw WontFit("not enough memory for " + p.summary + ": " +
-                  explain_shortfall(keyword, plan, p.need, available));
-}
-
 // Calls progress(done, total) when given, and lets Ctrl-C interrupt a long run.
 void report(const py::object& progress, int64_t done, int64_t total) {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -85,7 +60,7 @@ void report(const py::object& progress, int64_t done, int64_t total) {
 py::dict inference_streaming(PyEngine& e, const py::handle& images, const StreamOptions& o,
                              const py::object& progress) {
   const Frames f = frames_of(images);
-  check_fits(e, f, o, std::nullopt);
+  check_fits(e, {.height = f.height, .width = f.width, .frames = f.count, .stream = o});
   const int64_t S = f.count, H = f.height, W = f.width, plane = H * W;
   py::array_t<float> pose({int64_t(1), S, int64_t(9)});
   py::array_t<float> depth({int64_t(1), S, H, W, int64_t(1)}), conf({int64_t(1), S, H, W});
@@ -142,7 +117,12 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const Windowe
   stream.flow_threshold = o.flow_threshold;
   stream.max_non_keyframe_gap = o.max_non_keyframe_gap;
   stream.max_special_frames = o.max_special_frames;
-  check_fits(e, f, stream, o);
+  check_fits(e, {.height = f.height,
+                 .width = f.width,
+                 .frames = f.count,
+                 .stream = stream,
+                 .windowed = o,
+                 .results = {.windowed = true}});
   WindowedResult r;
   {
     py::gil_scoped_release release;
@@ -176,6 +156,21 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const Windowe
 }
 
 }  // namespace
+
+void check_fits(const PyEngine& e, RunPlan plan) {
+  plan.engine = e.options;
+  plan.results.on_host = e.options.device == "cpu";
+  const Preflight p = preflight(plan, keyword);
+  const size_t host = host_memory_available();
+  if (!plan.results.on_host && host && p.need.results > host)
+    throw WontFit("not enough host memory for " + p.summary + ": the results need ~" +
+                  format_gb(p.need.results) + ", " + format_gb(host) + " available");
+  const size_t free = plan.results.on_host ? host : e.engine->device_memory_free();
+  const size_t available = free ? free + p.need.weights : 0;
+  if (available && p.need.total > available)
+    throw WontFit("not enough memory for " + p.summary + ": " +
+                  explain_shortfall(keyword, plan, p.need, available));
+}
 
 void bind_batch(py::module_& m) {
   py::class_<PyEngine, std::shared_ptr<PyEngine>> engine =

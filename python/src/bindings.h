@@ -10,6 +10,7 @@
 #include <string>
 
 #include "lingbot/engine.h"
+#include "lingbot/preflight.h"
 
 namespace lingbot::python {
 
@@ -25,6 +26,11 @@ struct PyEngine {
 struct WontFit : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Raises MemoryError when the run `plan` describes (its engine options taken from `e`) will not
+// fit: in free device memory after loading (the weights already there count as available) or,
+// on the CPU, in the host's available memory.
+void check_fits(const PyEngine& e, RunPlan plan);
 
 // A model-input frame from a numpy array: float [3, H, W] in [0, 1] (any float dtype, any
 // strides) or uint8 [H, W, 3]. Copied, so the array may change or go away afterwards. Raises
@@ -48,5 +54,6 @@ void bind_results(py::module_& m);
 void bind_engine(py::module_& m);
 void bind_batch(py::module_& m);
 void bind_images(py::module_& m);
+void bind_run(py::module_& m);
 
 }  // namespace lingbot::python

@@ -33,6 +33,7 @@ PYBIND11_MODULE(_core, m) {
   lp::bind_engine(m);
   lp::bind_batch(m);
   lp::bind_images(m);
+  lp::bind_run(m);
 #ifdef LINGBOT_HAVE_CUDA
   m.attr("has_cuda") = true;
 #else

@@ -34,3 +34,13 @@ TOL = 1e-4 if DEVICE == "cpu" else 1e-3
 @pytest.fixture(scope="session")
 def tiny_engine():
     return lm.Engine("synthetic:1", arch="tiny", device=DEVICE, precision="f32")
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """The lingbot-map program of the same build (LINGBOT_CLI, or build/lingbot-map)."""
+    path = os.environ.get("LINGBOT_CLI") or os.path.join(os.path.dirname(__file__), "..", "..",
+                                                         "build", "lingbot-map")
+    if not os.path.exists(path):
+        pytest.skip("the lingbot-map program is not built")
+    return path

@@ -187,8 +187,9 @@ std::vector<std::string> parse_export_list(const std::string& list) {
     }
     if (std::find(std::begin(kFormats), std::end(kFormats), item) == std::end(kFormats))
       throw Error("unknown export format '" + item +
-                  "' (tum, kitti, json, depth, depth_f32, ply, glb, colmap, nerfstudio, all or "
-                  "none)");
+                      "' (tum, kitti, json, depth, depth_f32, ply, glb, colmap, nerfstudio, all or "
+                      "none)",
+                  ErrorKind::InvalidArgument);
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
   return out;

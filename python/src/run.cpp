@@ -1,0 +1,180 @@
+// The CLI's `run` from Python: a folder, video, camera or URL through lingbot::run, with the same
+// files written, and the results (and the frames the model saw) handed back for the reference
+// demo's prediction dict (built in lingbot_map/__init__.py).
+#include "lingbot/run.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "lingbot/exports.h"
+#include "lingbot/image.h"
+#include "lingbot/source.h"
+
+namespace lingbot::python {
+
+namespace {
+
+PreprocessMode preprocess_mode(const std::string& m) {
+  if (m == "crop") return PreprocessMode::Crop;
+  if (m == "pad") return PreprocessMode::Pad;
+  if (m == "none") return PreprocessMode::None;
+  throw py::value_error("unknown preprocess mode '" + m + "' (crop, pad or none)");
+}
+
+template <class T>
+T get(const py::dict& o, const char* key) {
+  return o[key].cast<T>();
+}
+
+// Frames kept for the demo's `images`: one block per frame, stacked at the end.
+struct Collected {
+  std::vector<FrameResult> results;
+  std::vector<float> images;
+  int64_t height = 0, width = 0;
+};
+
+py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
+              const std::vector<std::string>& exports, const std::string& mode, const py::dict& o,
+              const py::object& progress, const py::object& log) {
+  if (mode != "streaming" && mode != "windowed")
+    throw py::value_error("unknown mode '" + mode + "' (streaming or windowed)");
+  const bool windowed = mode == "windowed";
+  const PreprocessMode pm = preprocess_mode(get<std::string>(o, "preprocess"));
+  const int size = get<int>(o, "size");
+  if (size <= 0 || size % 14 != 0)
+    throw py::value_error("size " + std::to_string(size) +
+                          " is not a positive multiple of the patch size 14");
+  StreamOptions stream = stream_options(
+      get<int>(o, "scale_frames"), get<int>(o, "window"),
+      std::max(1, get<int>(o, "keyframe_interval")), get<int>(o, "camera_iterations"), true, false,
+      true, get<float>(o, "flow_threshold"), get<int>(o, "max_non_keyframe_gap"),
+      get<int64_t>(o, "max_special_frames"));
+  WindowedOptions w;
+  w.window_size = get<int>(o, "window_size");
+  w.overlap = get<int>(o, "overlap");
+  w.overlap_keyframes = o["overlap_keyframes"].is_none() ? -1 : get<int>(o, "overlap_keyframes");
+  w.scale_frames = stream.scale_frames;
+  w.keyframe_interval = stream.keyframe_interval;
+  w.sliding_window = stream.window;
+  w.camera_iterations = stream.camera_iterations;
+  w.flow_threshold = stream.flow_threshold;
+  w.max_non_keyframe_gap = stream.max_non_keyframe_gap;
+  w.max_special_frames = stream.max_special_frames;
+
+  SourceOptions in{.fps = get<double>(o, "fps"),
+                   .stride = get<int>(o, "stride"),
+                   .first_k = get<int64_t>(o, "first_k"),
+                   .quiet = true};
+  if (windowed) {  // as the CLI: windows step back over their overlap; the plan needs the length
+    in.keep_recent = 1 + std::max<int64_t>({w.overlap, w.scale_frames,
+                                            int64_t{w.overlap_keyframes} * w.keyframe_interval});
+    in.exact_count = true;
+  }
+  std::unique_ptr<FrameSource> source;
+  {
+    py::gil_scoped_release release;
+    source = open_source(input, in, [=](const ImageU8& img) { return model_input(img, pm, size); });
+  }
+  if (windowed && source->live())
+    throw py::value_error("windowed mode needs a folder or a video file, not a live source");
+  const int64_t frames =
+      source->count() > 0 ? source->count() : int64_t{stream.scale_frames} + stream.window;
+  // 0: the reference demo's rule (about 320 keyframes), as the CLI's default.
+  if (get<int>(o, "keyframe_interval") == 0) {
+    stream.keyframe_interval = auto_keyframe_interval(frames);
+    w.keyframe_interval = 1;  // windowed default
+  }
+
+  RunOptions ro{.stream = stream, .out_dir = out};
+  if (windowed) ro.windowed = w;
+  ro.exports.formats = exports;
+  ro.exports.points = {.conf_threshold = get<float>(o, "conf_threshold"),
+                       .stride = get<int>(o, "point_stride")};
+  ro.exports.depth.depth_scale = get<float>(o, "depth_scale");
+  if (!o["cache_stats"].is_none()) ro.cache_stats_path = path_arg(o["cache_stats"]);
+
+  if (get<bool>(o, "preflight")) {
+    std::optional<Tensor> first;
+    {
+      py::gil_scoped_release release;
+      first = source->get(0);
+    }
+    if (!first) throw py::value_error(input + ": has no frames");
+    const auto& f = ro.exports.formats;
+    RunPlan plan{.height = first->dim(1),
+                 .width = first->dim(2),
+                 .frames = frames,
+                 .stream = stream,
+                 .results = {.glb = std::find(f.begin(), f.end(), "glb") != f.end(),
+                             .point_stride = ro.exports.points.stride,
+                             .recent_frames = in.keep_recent}};
+    if (windowed) plan.windowed = w;
+    check_fits(e, plan);
+  }
+
+  Collected c;
+  bool interrupted = false;
+  ro.on_result = [&](const FrameResult& r, const Tensor& frame) {
+    c.results.push_back(r);
+    if (frame.defined()) {
+      c.height = frame.dim(1);
+      c.width = frame.dim(2);
+      const float* p = frame.f32();
+      c.images.insert(c.images.end(), p, p + frame.numel());
+    }
+    if (!progress.is_none()) {
+      py::gil_scoped_acquire gil;
+      progress(c.results.size(), source->count());
+    }
+  };
+  ro.stop = [&] {  // Ctrl-C ends the input; the frames before it are written
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      PyErr_Clear();
+      interrupted = true;
+    }
+    return interrupted;
+  };
+  ro.log = [&](const char* line) {
+    py::gil_scoped_acquire gil;
+    if (!log.is_none()) log(line);
+  };
+  {
+    py::gil_scoped_release release;
+    lingbot::run(*e.engine, *source, ro);
+  }
+  if (interrupted) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
+  py::list results;
+  for (FrameResult& r : c.results)
+    results.append(py::cast(std::make_shared<FrameResult>(std::move(r))));
+  const auto n = static_cast<py::ssize_t>(c.results.size());
+  py::object images = py::none();
+  if (n > 0 && c.images.size() == size_t(n) * 3 * c.height * c.width)
+    images = to_array(c.images.data(), {n, 3, c.height, c.width});
+  return py::make_tuple(results, images);
+}
+
+}  // namespace
+
+void bind_run(py::module_& m) {
+  m.def("_run", &run, py::arg("engine"), py::arg("input"), py::arg("out"), py::arg("exports"),
+        py::arg("mode"), py::arg("options"), py::arg("progress"), py::arg("log"),
+        "lingbot_map.run's engine side: (results, images).");
+  m.def(
+      "parse_export_list", [](const std::string& list) { return parse_export_list(list); },
+      py::arg("list"),
+      "\"tum,ply\", \"all\" or \"none\" as a list of export names; ValueError for an unknown one.");
+}
+
+}  // namespace lingbot::python
