@@ -20,9 +20,9 @@ import lingbot_map as lm
 from reference import fixtures_dir, read_safetensors, relative
 
 
-def parity(fixtures):
+def parity(fixtures, device):
     frames = lm.load_images(os.path.join(fixtures, "tiny", "frames"), mode="none")
-    engine = lm.Engine("synthetic:1", arch="tiny", device="cuda", precision="f32")
+    engine = lm.Engine("synthetic:1", arch="tiny", device=device, precision="f32")
     ok = True
     for k in (1, 3):
         want = read_safetensors(os.path.join(fixtures, "tiny", f"stream_kf{k}.safetensors"))
@@ -33,13 +33,13 @@ def parity(fixtures):
                 "depth_conf": relative(np.stack([r.confidence for r in results]),
                                        want["depth_conf"])}
         ok &= all(e <= 1e-3 for e in errs.values())
-        print(f"parity cuda f32 kf{k}: " + ", ".join(f"{n} {e:.2e}" for n, e in errs.items()))
+        print(f"parity {device} f32 kf{k}: " + ", ".join(f"{n} {e:.2e}" for n, e in errs.items()))
     return ok
 
 
-def python_loop_fps(frames, height, width, warmup):
-    # bench's settings: synthetic:3 lingbot-map, precision auto, scale 8, window 64, k 1, 4 its.
-    engine = lm.Engine("synthetic:3", arch="lingbot-map", device="cuda")
+def python_loop_fps(device, arch, frames, height, width, warmup):
+    # bench's settings: synthetic:3, precision auto, scale 8, window 64, k 1, 4 iterations.
+    engine = lm.Engine("synthetic:3", arch=arch, device=device)
     session = engine.start()
     rng = np.random.default_rng(0)
     images = rng.random((4, 3, height, width), dtype=np.float32)
@@ -62,15 +62,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True, help="the lingbot-map program")
     ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--arch", default="lingbot-map")
     a = ap.parse_args()
-    ok = parity(fixtures_dir() or os.path.join(os.path.dirname(__file__), "../../../shared/fixtures"))
+    fixtures = fixtures_dir() or os.path.join(os.path.dirname(__file__), "../../../shared/fixtures")
+    ok = parity(fixtures, a.device)
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "bench.json")
-        subprocess.run([a.cli, "bench", "--device", "cuda", "--frames", str(a.frames),
-                        "--json", out], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([a.cli, "bench", "--device", a.device, "--arch", a.arch, "--frames",
+                        str(a.frames), "--json", out], check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             bench = json.load(f)
-    fps = python_loop_fps(a.frames, bench["height"], bench["width"], 10)
+    fps = python_loop_fps(a.device, a.arch, a.frames, bench["height"], bench["width"], 10)
     ratio = fps / bench["fps"]
     print(f"python loop {fps:.2f} frames/s, bench {bench['fps']:.2f} frames/s: {ratio:.3f}")
     ok &= ratio >= 0.95
