@@ -9,6 +9,27 @@
 
 namespace lingbot {
 
+ParamCount Aggregator::parameters(const ModelConfig& cfg) {
+  ParamCount n = DinoTrunk::parameters(cfg);
+  n.f32 += static_cast<size_t>(2 * cfg.dim * (2 + cfg.registers));  // camera, registers, scale
+  for (int64_t i = 0; i < 2 * cfg.depth; ++i)
+    n += BlockWeights::parameters(cfg.dim, cfg.dim * cfg.mlp_ratio, cfg.head_dim());
+  return n;
+}
+
+size_t Aggregator::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height,
+                                  int64_t width) {
+  const int64_t c = cfg.dim,
+                p = ModelConfig::kSpecialTokens + (height / cfg.patch) * (width / cfg.patch);
+  const int64_t m = s * p;
+  size_t b = static_cast<size_t>(m * c) * 4 * 2;     // x, frame_out
+  b += static_cast<size_t>(m * 2 * c) * 4 * 4;       // emitted
+  b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 2D RoPE cos and sin
+  b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 3D RoPE, uploaded every call
+  b += BlockBuffers::bytes_for(m, c, c * cfg.mlp_ratio, cfg.compute);
+  return b + DinoTrunk::work_bytes_for(cfg, s, height, width);
+}
+
 void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   cfg_ = cfg;
   const int64_t c = cfg.dim, r = cfg.registers;

@@ -36,6 +36,12 @@ class Aggregator {
     dino_.release_buffers();
   }
 
+  // For the memory preflight, the DINO trunk included: what load reads, and what a call over
+  // `frames` frames of height x width allocates (and keeps for that shape).
+  static ParamCount parameters(const ModelConfig& cfg);
+  static size_t work_bytes_for(const ModelConfig& cfg, int64_t frames, int64_t height,
+                               int64_t width);
+
  private:
   ModelConfig cfg_;
   DinoTrunk dino_;

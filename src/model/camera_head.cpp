@@ -66,6 +66,34 @@ CameraCache CameraHead::make_cache(Backend& backend, int iterations, DType dtype
                      dtype);
 }
 
+ParamCount CameraHead::parameters(const CameraHeadConfig& cfg) {
+  const int64_t d = cfg.dim, p = cfg.pose_dim;
+  ParamCount n;
+  for (int64_t j = 0; j < cfg.depth; ++j) n += BlockWeights::parameters(d, cfg.mlp_ratio * d, 0);
+  n.compute += static_cast<size_t>(3 * d * d);      // poseLN_modulation
+  n.f32 += static_cast<size_t>(4 * d                // token_norm, trunk_norm
+                               + p + p * d + d      // empty pose, embed_pose
+                               + 3 * d              // poseLN_modulation bias
+                               + d / 2 * d + d / 2  // pose_branch.fc1
+                               + p * (d / 2) + p);  // pose_branch.fc2
+  return n;
+}
+
+size_t CameraHead::cache_bytes_for(const CameraHeadConfig& cfg, int iterations, DType dtype,
+                                   int64_t frames, const CameraCacheLimit& limit) {
+  return CameraCache::bytes_for(iterations * cfg.depth, cfg.dim, dtype, CameraCache::kChunkFrames,
+                                frames, limit);
+}
+
+size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames,
+                                     DType cache_dtype) {
+  const int64_t d = cfg.dim, p = cfg.pose_dim;
+  // xhat, ln0, h, n, t, m; mod (3); branch (1/2); pose, delta; the block; k_store, v_store.
+  size_t b = static_cast<size_t>(frames * (9 * d + d / 2 + 2 * p)) * 4;
+  b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32);
+  return b + static_cast<size_t>(2 * frames * d) * dtype_size(cache_dtype);
+}
+
 void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) {
   if (s_.frames == frames && s_.k_store.dtype() == cache_dtype) return;
   const int64_t d = cfg_.dim, hd = cfg_.head_dim(), nh = cfg_.heads, p = cfg_.pose_dim;

@@ -49,6 +49,13 @@ class CameraHead {
   // A cache shaped for this head; `dtype` is the storage dtype the backend wants.
   CameraCache make_cache(Backend& backend, int iterations = 4, DType dtype = DType::F32) const;
 
+  // For the memory preflight: what load reads; what make_cache's cache reserves once `frames`
+  // frames are stored; the scratch of a call over `frames` frames.
+  static ParamCount parameters(const CameraHeadConfig& cfg);
+  static size_t cache_bytes_for(const CameraHeadConfig& cfg, int iterations, DType dtype,
+                                int64_t frames, const CameraCacheLimit& limit);
+  static size_t scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames, DType cache_dtype);
+
   // camera_tokens [S, dim_in] on the backend: token 0 of every frame of the last emitted layer.
   // store = true (phase 1, keyframes) appends this call's K/V to the cache before attending;
   // store = false attends to the cache plus the current frames and leaves the cache unchanged.

@@ -96,6 +96,30 @@ void DinoTrunk::load(WeightLoader& w, const ModelConfig& cfg) {
   norm_b_ = w.get(pre + "norm.bias", {c});
 }
 
+ParamCount DinoTrunk::parameters(const ModelConfig& cfg) {
+  const int64_t c = cfg.dim, p = cfg.patch;
+  ParamCount n;
+  // cls, registers, pos_embed (1 + G*G), patch bias, final norm; the mask token is not read.
+  n.f32 = static_cast<size_t>(c * (1 + cfg.registers + 1 + cfg.pos_grid * cfg.pos_grid + 1 + 2));
+  n.compute = static_cast<size_t>(c * 3 * p * p);
+  for (int64_t i = 0; i < cfg.dino_depth; ++i)
+    n += BlockWeights::parameters(c, c * cfg.mlp_ratio, 0);
+  return n;
+}
+
+size_t DinoTrunk::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height, int64_t width) {
+  const int64_t p = cfg.patch, c = cfg.dim, np = (height / p) * (width / p);
+  const int64_t nd = 1 + cfg.registers + np;
+  const size_t e = dtype_size(cfg.compute);
+  const size_t rows = static_cast<size_t>(s * np * 3 * p * p);
+  size_t b = rows * 4 + (cfg.compute != DType::F32 ? rows * e : 0);  // rows, rows_c
+  b += static_cast<size_t>(s * np * c) * e;                          // patches
+  b += static_cast<size_t>(s * nd * c) * 4 * 2;                      // x, out
+  b += BlockBuffers::bytes_for(s * nd, c, c * cfg.mlp_ratio, cfg.compute);
+  b += static_cast<size_t>(nd * c) * 4;  // the position table of this size
+  return b;
+}
+
 const Tensor& DinoTrunk::position_table(Backend& b, int64_t gh, int64_t gw) {
   auto key = std::make_pair(gh, gw);
   auto it = pos_tables_.find(key);

@@ -25,6 +25,12 @@ class DinoTrunk {
 
   void release_buffers() { work_.clear(); }  // activations kept per call shape
 
+  // For the memory preflight: what load reads, and what a call over `frames` frames of
+  // height x width allocates (and keeps for that shape).
+  static ParamCount parameters(const ModelConfig& cfg);
+  static size_t work_bytes_for(const ModelConfig& cfg, int64_t frames, int64_t height,
+                               int64_t width);
+
  private:
   const Tensor& position_table(Backend& b, int64_t gh, int64_t gw);
 

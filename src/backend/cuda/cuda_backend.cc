@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backend/cuda/common.h"
+#include "backend/scratch.h"
 
 namespace lingbot {
 namespace cuda {
@@ -413,9 +414,8 @@ class CudaBackend final : public Backend {
       cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), s());
       return;
     }
-    // im2col in pixel chunks so the column buffer stays bounded (~256 MB) at any resolution.
-    const int64_t chunk =
-        pointwise ? npix : std::max<int64_t>(1, std::min<int64_t>(npix, (64LL << 20) / kdim));
+    // im2col in pixel chunks so the column buffer stays bounded at any resolution.
+    const int64_t chunk = pointwise ? npix : scratch::im2col_chunk_pixels(kdim, npix);
     float* cols =
         pointwise ? nullptr : static_cast<float*>(ctx_->scratch.get(kdim * chunk * 4, s()));
     for (int64_t img = 0; img < n; ++img) {
@@ -453,7 +453,8 @@ class CudaBackend final : public Backend {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(1), k = w.dim(2);
     const int64_t npix = hi * wi, rows = co * k * k;
-    float* tmp = static_cast<float*>(ctx_->scratch.get(rows * npix * 4, s()));
+    float* tmp = static_cast<float*>(
+        ctx_->scratch.get(scratch::conv_transpose2d_floats(co, k, npix) * 4, s()));
     for (int64_t img = 0; img < n; ++img) {
       // tmp[rows, pix] row-major = column-major (pix x rows) = x^T(pix x ci) . w(ci x rows).
       GemmArgs g;
@@ -517,7 +518,7 @@ std::shared_ptr<Context> make_context(int device) {
   LB_CUBLAS(cublasLtCreate(&ctx->lt));
   LB_CUBLAS(cublasCreate(&ctx->blas));
   LB_CUBLAS(cublasSetMathMode(ctx->blas, CUBLAS_PEDANTIC_MATH));
-  ctx->lt_workspace_bytes = 32u << 20;
+  ctx->lt_workspace_bytes = scratch::kGemmWorkspaceBytes;
   LB_CUDA(cudaMallocAsync(&ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
   // Classic cuBLAS gets the same workspace (its calls and cuBLASLt's run in one stream, one after
   // the other), so that it never allocates one itself inside a recorded step. Setting the stream
