@@ -47,7 +47,7 @@ class CameraCache {
   // Appends the segments of slot (iteration, block) to `out`, oldest frame first.
   void segments(int iteration, int block, std::vector<KVSegment>& out) const;
 
-  // Frames cached. Every slot holds the same count between forward calls.
+  // Frames cached. Every slot holds the same count between steps.
   int64_t rows() const { return slots_.front().rows(); }
   void truncate(int64_t frames);
   // Undoes the last stored frame: a caller that stored a frame speculatively takes it back.

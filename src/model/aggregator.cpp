@@ -57,7 +57,7 @@ void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   }
 }
 
-const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& images,
+const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& images,
                                                  PagedKVCache& cache, int64_t scale_frames) {
   const int64_t s = images.dim(0), c = cfg_.dim, h = cfg_.heads, d = cfg_.head_dim();
   const int64_t ns = ModelConfig::kSpecialTokens;
@@ -84,7 +84,7 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   // the virtual frame index stored + i).
   const Tensor& dino = [&]() -> const Tensor& {
     ProfileScope ps(b, "dino trunk");
-    return dino_.forward(b, images);
+    return dino_.enqueue(b, images);
   }();
   const int64_t stored = cache.stored_frames();
   const int64_t e = std::min(scale_frames, stored + s);
@@ -125,13 +125,13 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   for (layer = 0; layer < cfg_.depth; ++layer) {
     {
       ProfileScope ps(b, "frame blocks");
-      block_forward(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
+      enqueue_block(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
     }
     const bool emit = next_emit < cfg_.selected.size() && cfg_.selected[next_emit] == layer;
     if (emit) b.copy(x, wk.frame_out);
     {
       ProfileScope ps(b, "global blocks (all)");
-      block_forward(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+      enqueue_block(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
     }
     if (emit) {
       Tensor out = wk.emitted[next_emit].reshape({m, 2 * c});

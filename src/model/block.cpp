@@ -56,7 +56,7 @@ void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim
   rows = m;
 }
 
-void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
+void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend) {
   const int64_t m = x.dim(0);
   b.layer_norm(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h);

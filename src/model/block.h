@@ -45,7 +45,7 @@ struct BlockBuffers {
 using AttendFn =
     std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out)>;
 
-void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
+void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend);
 
 }  // namespace lingbot

@@ -155,9 +155,9 @@ AttendFn CameraHead::attend_through(Backend& be, CameraCache& cache, int iterati
   };
 }
 
-Tensor CameraHead::forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
-                           int iterations) {
-  const Tensor& pose = run(be, camera_tokens, cache, store, iterations);
+Tensor CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                       int iterations) {
+  const Tensor& pose = enqueue(be, camera_tokens, cache, store, iterations);
   Tensor out = be.download(pose);
   if (out.raw() == pose.raw()) out = out.to(DType::F32);  // detach from the scratch buffer
   apply_pose_activation(out.f32(), out.dim(0), cfg_.pose_dim);
@@ -170,9 +170,9 @@ void CameraHead::apply_pose_activation(float* pose, int64_t frames, int64_t p) {
     for (int64_t c = p - 2; c < p; ++c) pose[f * p + c] = std::max(pose[f * p + c], 0.0f);
 }
 
-const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCache& cache,
-                              bool store, int iterations) {
-  LINGBOT_CHECK(!w_.trunk.empty(), "camera head: forward before load");
+const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens, CameraCache& cache,
+                                  bool store, int iterations) {
+  LINGBOT_CHECK(!w_.trunk.empty(), "camera head: used before load");
   LINGBOT_CHECK(camera_tokens.rank() == 2 && camera_tokens.dim(1) == cfg_.dim_in,
                 "camera head: expected camera tokens [S, " + std::to_string(cfg_.dim_in) +
                     "], got " + shape_str(camera_tokens.shape()));
@@ -195,7 +195,7 @@ const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCa
       modulate(be, s_.mod);
     }
     for (int64_t j = 0; j < cfg_.depth; ++j)
-      block_forward(be, w_.trunk[j], s_.h, s_.block, nullptr,
+      enqueue_block(be, w_.trunk[j], s_.h, s_.block, nullptr,
                     attend_through(be, cache, i, static_cast<int>(j), store));
     be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
     be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);

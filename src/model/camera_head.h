@@ -60,12 +60,12 @@ class CameraHead {
   // store = true (phase 1, keyframes) appends this call's K/V to the cache before attending;
   // store = false attends to the cache plus the current frames and leaves the cache unchanged.
   // Returns host F32 pose_enc [S, 9] of the last iteration, FoV entries ReLU'd.
-  Tensor forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
-                 int iterations = 4);
+  Tensor run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+             int iterations = 4);
   // The same, queued only: returns the raw pose [S, 9] on the backend (valid until the next
   // call); apply_pose_activation finishes a host copy of it.
-  const Tensor& run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
-                    int iterations = 4);
+  const Tensor& enqueue(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                        int iterations = 4);
   static void apply_pose_activation(float* pose, int64_t frames, int64_t pose_dim = 9);
 
  private:

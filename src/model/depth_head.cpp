@@ -286,17 +286,17 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   be.download_async(c, conf);
 }
 
-DepthOutput DepthHead::forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
+DepthOutput DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
   const int64_t frames = layers[0].dim(0);
   DepthOutput out{Tensor::zeros({frames, H, W}), Tensor::zeros({frames, H, W})};
-  run(be, layers, H, W, out.depth.f32(), out.conf.f32());
+  enqueue(be, layers, H, W, out.depth.f32(), out.conf.f32());
   be.wait_fence(be.fence());
   return out;
 }
 
-void DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
-                    float* conf) {
-  LINGBOT_CHECK(w_.norm_w.defined(), "depth head: forward before load");
+void DepthHead::enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W,
+                        float* depth, float* conf) {
+  LINGBOT_CHECK(w_.norm_w.defined(), "depth head: used before load");
   plan_for(be, H, W);
   const int64_t frames = layers[0].dim(0), np = plan_.ph * plan_.pw;
   for (const Tensor& t : layers)

@@ -68,11 +68,11 @@ class DepthHead {
 
   // layers: the 4 emitted aggregator layers, each [S, T, dim_in] on the backend, patch tokens
   // last. H, W: image size, multiples of the patch size.
-  DepthOutput forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W);
+  DepthOutput run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W);
   // The same, queued only: depth and confidence of frame s land at depth + s*H*W and
   // conf + s*H*W (host memory from Backend::alloc_host) once a later fence has passed.
-  void run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
-           float* conf);
+  void enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
+               float* conf);
 
   // For the memory preflight: what load reads; the plan for H x W images (kept while that size
   // runs); the largest scratch one of its convolutions asks of the backend.

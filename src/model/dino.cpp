@@ -134,7 +134,7 @@ const Tensor& DinoTrunk::position_table(Backend& b, int64_t gh, int64_t gw) {
   return pos_tables_[key] = b.upload(t, DType::F32);
 }
 
-const Tensor& DinoTrunk::forward(Backend& b, const Tensor& images) {
+const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
   const int64_t s = images.dim(0), p = cfg_.patch, c = cfg_.dim, r = cfg_.registers;
   const int64_t gh = images.dim(2) / p, gw = images.dim(3) / p, np = gh * gw, nd = 1 + r + np;
   Work& wk = work_[{s, nd}];
@@ -166,7 +166,7 @@ const Tensor& DinoTrunk::forward(Backend& b, const Tensor& images) {
       b.attention(q4[f], {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(nd)}}, scale, of);
     }
   };
-  for (auto& blk : blocks_) block_forward(b, blk, x, wk.buf, nullptr, per_frame);
+  for (auto& blk : blocks_) enqueue_block(b, blk, x, wk.buf, nullptr, per_frame);
   b.layer_norm(wk.x, &norm_w_, &norm_b_, 1e-6f, wk.out);
   return wk.out;
 }

@@ -21,7 +21,7 @@ class DinoTrunk {
   void load(WeightLoader& w, const ModelConfig& cfg);
   // images [S, 3, H, W] normalized, on the backend. Returns [S, 5 + Np, C] after the final
   // norm (cls, registers, patches); the caller keeps the patch rows.
-  const Tensor& forward(Backend& b, const Tensor& images);
+  const Tensor& enqueue(Backend& b, const Tensor& images);
 
   void release_buffers() { work_.clear(); }  // activations kept per call shape
 

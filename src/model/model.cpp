@@ -141,7 +141,7 @@ void Model::enqueue(SequenceState& seq, const Tensor& images01, StepMode mode) {
   try {
     seq.begin(s, mode);
     backend_.upload_into(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), slot.images);
-    layers_ = &aggregator_.forward(backend_, slot.images, seq.kv(), seq.scale_frames());
+    layers_ = &aggregator_.enqueue(backend_, slot.images, seq.kv(), seq.scale_frames());
     const auto& layers = *layers_;
     // The camera head reads token 0 (the camera token) of the last emitted layer.
     const int64_t c2 = layers[3].dim(2);
@@ -153,14 +153,14 @@ void Model::enqueue(SequenceState& seq, const Tensor& images01, StepMode mode) {
     }
     {
       ProfileScope ps(backend_, "camera head");
-      const Tensor& pose = camera_.run(backend_, cam_tokens_, seq.camera(), seq.stores_camera(),
-                                       seq.config().camera_iterations);
+      const Tensor& pose = camera_.enqueue(backend_, cam_tokens_, seq.camera(), seq.stores_camera(),
+                                           seq.config().camera_iterations);
       backend_.download_async(pose, slot.pose.f32());
     }
     {
       ProfileScope ps(backend_, "depth head");
-      depth_.run(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
-                 slot.conf.f32());
+      depth_.enqueue(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
+                     slot.conf.f32());
     }
     backend_.end_step();
   } catch (...) {
