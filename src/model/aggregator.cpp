@@ -9,6 +9,27 @@
 
 namespace lingbot {
 
+ParamCount Aggregator::parameters(const ModelConfig& cfg) {
+  ParamCount n = DinoTrunk::parameters(cfg);
+  n.f32 += static_cast<size_t>(2 * cfg.dim * (2 + cfg.registers));  // camera, registers, scale
+  for (int64_t i = 0; i < 2 * cfg.depth; ++i)
+    n += BlockWeights::parameters(cfg.dim, cfg.dim * cfg.mlp_ratio, cfg.head_dim());
+  return n;
+}
+
+size_t Aggregator::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height,
+                                  int64_t width) {
+  const int64_t c = cfg.dim,
+                p = ModelConfig::kSpecialTokens + (height / cfg.patch) * (width / cfg.patch);
+  const int64_t m = s * p;
+  size_t b = static_cast<size_t>(m * c) * 4 * 2;     // x, frame_out
+  b += static_cast<size_t>(m * 2 * c) * 4 * 4;       // emitted
+  b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 2D RoPE cos and sin
+  b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 3D RoPE, uploaded every call
+  b += BlockBuffers::bytes_for(m, c, c * cfg.mlp_ratio, cfg.compute);
+  return b + DinoTrunk::work_bytes_for(cfg, s, height, width);
+}
+
 void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   cfg_ = cfg;
   const int64_t c = cfg.dim, r = cfg.registers;
@@ -36,7 +57,7 @@ void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   }
 }
 
-const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& images,
+const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& images,
                                                  PagedKVCache& cache, int64_t scale_frames) {
   const int64_t s = images.dim(0), c = cfg_.dim, h = cfg_.heads, d = cfg_.head_dim();
   const int64_t ns = ModelConfig::kSpecialTokens;
@@ -63,7 +84,7 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   // the virtual frame index stored + i).
   const Tensor& dino = [&]() -> const Tensor& {
     ProfileScope ps(b, "dino trunk");
-    return dino_.forward(b, images);
+    return dino_.enqueue(b, images);
   }();
   const int64_t stored = cache.stored_frames();
   const int64_t e = std::min(scale_frames, stored + s);
@@ -104,13 +125,13 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   for (layer = 0; layer < cfg_.depth; ++layer) {
     {
       ProfileScope ps(b, "frame blocks");
-      block_forward(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
+      enqueue_block(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
     }
     const bool emit = next_emit < cfg_.selected.size() && cfg_.selected[next_emit] == layer;
     if (emit) b.copy(x, wk.frame_out);
     {
       ProfileScope ps(b, "global blocks (all)");
-      block_forward(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+      enqueue_block(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
     }
     if (emit) {
       Tensor out = wk.emitted[next_emit].reshape({m, 2 * c});

@@ -28,6 +28,19 @@ void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int6
   eps = norm_eps;
 }
 
+ParamCount BlockWeights::parameters(int64_t dim, int64_t hidden, int64_t qk_norm_dim) {
+  ParamCount n;
+  n.compute = static_cast<size_t>((4 * dim + 2 * hidden) * dim);  // qkv, proj, fc1, fc2
+  // norm1 (2), qkv bias (3), proj bias, ls1, norm2 (2), fc1 bias, fc2 bias, ls2; q/k norms.
+  n.f32 = static_cast<size_t>(11 * dim + hidden + 4 * qk_norm_dim);
+  return n;
+}
+
+size_t BlockBuffers::bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype) {
+  // h, qkv (3), q, k, v, attn, proj, hidden.
+  return static_cast<size_t>(rows * (9 * dim + hidden_dim)) * dtype_size(dtype);
+}
+
 void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim, int64_t heads,
                           DType dtype) {
   if (rows == m) return;
@@ -43,7 +56,7 @@ void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim
   rows = m;
 }
 
-void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
+void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend) {
   const int64_t m = x.dim(0);
   b.layer_norm(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h);

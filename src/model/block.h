@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/ops.h"
+#include "model/config.h"
 #include "model/weight_loader.h"
 
 namespace lingbot {
@@ -27,6 +28,8 @@ struct BlockWeights {
 
   void load(WeightLoader& w, const std::string& prefix, int64_t dim, int64_t hidden,
             int64_t head_dim, bool with_qk_norm, float norm_eps, DType matrix_dtype);
+  // What load reads: the four matrices in the compute dtype, the rest F32; qk_norm_dim 0 = none.
+  static ParamCount parameters(int64_t dim, int64_t hidden, int64_t qk_norm_dim);
 };
 
 // Activation buffers for one block over M rows, reused across blocks and steps.
@@ -34,6 +37,7 @@ struct BlockBuffers {
   Tensor h, qkv, q, k, v, attn, proj, hidden;
   void ensure(Backend& b, int64_t rows, int64_t dim, int64_t hidden_dim, int64_t heads,
               DType dtype = DType::F32);
+  static size_t bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype);
   int64_t rows = -1;
 };
 
@@ -41,7 +45,7 @@ struct BlockBuffers {
 using AttendFn =
     std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out)>;
 
-void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
+void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend);
 
 }  // namespace lingbot

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend_bad_calls.h"
 #include "cache/kv_stream.h"
 #include "lingbot/error.h"
 #include "test_util.h"
@@ -932,6 +933,20 @@ TEST(GpuOps, ReportsBadShapes) {
   EXPECT_THROW(gpu().layer_norm(host, nullptr, nullptr, 1e-5f, y), Error);
   Tensor q = gpu().alloc({2, 1, 64}, DType::BF16), o = gpu().alloc({2, 1, 64}, DType::BF16);
   EXPECT_THROW(gpu().attention(q, {}, 0.125f, o), Error);
+}
+
+// The same bad calls give the same line as on the CPU (tests/unit/backend_checks_test.cpp).
+TEST(GpuOps, BadOperandsGiveTheCpuMessage) {
+  REQUIRE_GPU();
+  for (const test::BadCall& c : test::bad_calls()) {
+    SCOPED_TRACE(c.error);
+    try {
+      c.call(gpu());
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), c.error);
+    }
+  }
 }
 
 }  // namespace
