@@ -92,6 +92,9 @@ class Backend {
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                       Act act = Act::None) = 0;
+  // y[M,N] += x[M,K] . w[N,K]^T + b[N]: a residual update in one pass, the product added to y
+  // in y's dtype without being rounded to a narrower one first.
+  virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) = 0;
   // LayerNorm over the last dim (biased variance, eps inside the root); weight/bias optional.
   virtual void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                           Tensor& y) = 0;
@@ -111,6 +114,15 @@ class Backend {
   // out[Nq, H, D] = softmax(q . K^T * scale) . V over all segments' tokens, no mask.
   virtual void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
                          Tensor& out) = 0;
+  // Key lists fixed for a whole step (each global layer's pages and stream rows, each frame's
+  // own keys in the frame blocks) are handed over once: a backend builds its key tables in one
+  // go (the plan) instead of once per call, and attention_planned runs list `list` of the latest
+  // plan like attention() would. A plan holds until the next plan_attention; the storage it
+  // names must stay put that long.
+  virtual void plan_attention(const std::vector<std::vector<KVSegment>>& lists) {
+    planned_ = lists;
+  }
+  virtual void attention_planned(const Tensor& q, int list, float scale, Tensor& out);
   // Writes rows[n, H, D] into cache storage at `k_dst`/`v_dst` (storage dtype `dtype`).
   virtual void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
                         DType dtype) = 0;
@@ -126,6 +138,9 @@ class Backend {
                                 Tensor& y) = 0;
   // Bilinear resize to y's size with align_corners = true.
   virtual void upsample_bilinear(const Tensor& x, Tensor& y) = 0;
+
+ private:
+  std::vector<std::vector<KVSegment>> planned_;  // the default plan: the lists themselves
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores

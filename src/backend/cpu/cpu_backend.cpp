@@ -108,6 +108,26 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    check_f32(x, "linear_add input");
+    check_f32(w, "linear_add weight");
+    check_f32(y, "linear_add output");
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
+                  "linear_add: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
+                      ", output " + shape_str(y.shape()));
+    if (b) {
+      check_f32(*b, "linear_add bias");
+      LINGBOT_CHECK(b->numel() == n, "linear_add: bias " + shape_str(b->shape()));
+      float* out = y.f32();
+      const float* bias = b->f32();
+#pragma omp parallel for schedule(static) if (m * n > kParallelWork)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) out[i * n + j] += bias[j];
+    }
+    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 1.f, y.f32(), n);
+  }
+
   void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
                   Tensor& y) override {
     check_f32(x, "layer_norm input");
