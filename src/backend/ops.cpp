@@ -63,6 +63,16 @@ void Backend::download_into(const Tensor& t, float* host) {
   if (h.numel()) std::memcpy(host, h.f32(), static_cast<size_t>(h.numel()) * sizeof(float));
 }
 
+void Backend::attention_planned(const Tensor& q, int list, float scale, Tensor& out) {
+  LINGBOT_CHECK(list >= 0 && list < static_cast<int>(planned_.size()),
+                "attention_planned: list " + std::to_string(list) + " is not in the plan");
+  check_query(q, out);
+  do_attention_planned(q, list, scale, out);
+}
+void Backend::do_attention_planned(const Tensor& q, int list, float scale, Tensor& out) {
+  do_attention(q, planned_[list], scale, out);
+}
+
 void Backend::upload_into(const Tensor& host, Tensor& dst) {
   LINGBOT_CHECK(
       host.device() == Device::CPU && host.dtype() == DType::F32 && host.numel() == dst.numel(),
@@ -88,6 +98,19 @@ void Backend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& 
                 shapes("linear", {{"input", &x}, {"weight", &w}, {"output", &y}}));
   if (b) LINGBOT_CHECK(b->numel() == n, shapes("linear", {{"weight", &w}, {"bias", b}}));
   do_linear(x, w, b, y, act);
+}
+
+void Backend::linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  check(x, "linear_add", "input");
+  check(w, "linear_add", "weight");
+  check(y, "linear_add", "output");
+  if (b) check(*b, "linear_add", "bias");
+  LINGBOT_CHECK(w.rank() == 2 && w.dim(1) > 0, shapes("linear_add", {{"weight", &w}}));
+  const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+  LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
+                shapes("linear_add", {{"input", &x}, {"weight", &w}, {"output", &y}}));
+  if (b) LINGBOT_CHECK(b->numel() == n, shapes("linear_add", {{"weight", &w}, {"bias", b}}));
+  do_linear_add(x, w, b, y);
 }
 
 void Backend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) {
@@ -175,14 +198,10 @@ void Backend::split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope,
   do_split_qkv(qkv, norm, rope, q, k, v);
 }
 
-void Backend::attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
-                        Tensor& out) {
-  check(q, "attention", "query");
-  check(out, "attention", "output");
-  LINGBOT_CHECK(q.rank() >= 2 && q.dim(-1) > 0 && q.dim(-2) > 0 && out.numel() == q.numel(),
-                shapes("attention", {{"query", &q}, {"output", &out}}));
-  LINGBOT_CHECK(q.numel() / (q.dim(-1) * q.dim(-2)) <= 0x7fffffff / 2,
-                "attention: too many queries");
+namespace {
+
+// Every attention reads at least one key, and every segment with tokens has its storage.
+void check_keys(const std::vector<KVSegment>& kv) {
   int64_t keys = 0;
   for (const KVSegment& s : kv) {
     LINGBOT_CHECK(s.tokens >= 0 && (s.tokens == 0 || (s.k && s.v)),
@@ -190,7 +209,30 @@ void Backend::attention(const Tensor& q, const std::vector<KVSegment>& kv, float
     keys += s.tokens;
   }
   LINGBOT_CHECK(keys > 0, "attention over an empty key set");
+}
+
+}  // namespace
+
+void Backend::check_query(const Tensor& q, const Tensor& out) const {
+  check(q, "attention", "query");
+  check(out, "attention", "output");
+  LINGBOT_CHECK(q.rank() >= 2 && q.dim(-1) > 0 && q.dim(-2) > 0 && out.numel() == q.numel(),
+                shapes("attention", {{"query", &q}, {"output", &out}}));
+  LINGBOT_CHECK(q.numel() / (q.dim(-1) * q.dim(-2)) <= 0x7fffffff / 2,
+                "attention: too many queries");
+}
+
+void Backend::attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
+                        Tensor& out) {
+  check_query(q, out);
+  check_keys(kv);
   do_attention(q, kv, scale, out);
+}
+
+void Backend::plan_attention(const std::vector<std::vector<KVSegment>>& lists) {
+  for (const auto& kv : lists) check_keys(kv);
+  planned_ = lists;
+  do_plan_attention(lists);
 }
 
 void Backend::store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype) {

@@ -95,6 +95,9 @@ class Backend {
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
   void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act = Act::None);
+  // y[M,N] += x[M,K] . w[N,K]^T + b[N]: a residual update in one pass, the product added to y
+  // in y's dtype without being rounded to a narrower one first.
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
   // LayerNorm over the last dim (biased variance, eps inside the root); weight/bias optional.
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps, Tensor& y);
   // x += alpha * gamma ⊙ y. gamma (optional) spans the last dim; y broadcasts over the leading
@@ -111,6 +114,13 @@ class Backend {
                  Tensor& v);
   // out[Nq, H, D] = softmax(q . K^T * scale) . V over all segments' tokens, no mask.
   void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale, Tensor& out);
+  // Key lists fixed for a whole step (each global layer's pages and stream rows, each frame's
+  // own keys in the frame blocks) are handed over once: a backend builds its key tables in one
+  // go (the plan) instead of once per call, and attention_planned runs list `list` of the latest
+  // plan like attention() would. A plan holds until the next plan_attention; the storage it
+  // names must stay put that long.
+  void plan_attention(const std::vector<std::vector<KVSegment>>& lists);
+  void attention_planned(const Tensor& q, int list, float scale, Tensor& out);
   // Writes rows[n, H, D] into cache storage at `k_dst`/`v_dst` (storage dtype `dtype`).
   void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype);
 
@@ -134,6 +144,7 @@ class Backend {
   virtual void do_download_async(const Tensor& t, float* host) { download_into(t, host); }
   virtual void do_upload_into(const Tensor& host, Tensor& dst);
   virtual void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) = 0;
+  virtual void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                              Tensor& y) = 0;
   virtual void do_add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) = 0;
@@ -144,6 +155,9 @@ class Backend {
                             Tensor& k, Tensor& v) = 0;
   virtual void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
                             Tensor& out) = 0;
+  // The default keeps the lists and runs the planned one through do_attention.
+  virtual void do_plan_attention(const std::vector<std::vector<KVSegment>>& lists) {}
+  virtual void do_attention_planned(const Tensor& q, int list, float scale, Tensor& out);
   virtual void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
                            DType dtype) = 0;
   virtual void do_patchify(const Tensor& img, int patch, Tensor& rows) = 0;
@@ -156,6 +170,8 @@ class Backend {
  private:
   // `what` of op `op` lives on this device, in a dtype this backend handles (F32 if `f32`).
   void check(const Tensor& t, const char* op, const char* what, bool f32 = false) const;
+  void check_query(const Tensor& q, const Tensor& out) const;  // of attention
+  std::vector<std::vector<KVSegment>> planned_;  // the default plan: the lists themselves
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores

@@ -101,23 +101,36 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
   rope3d_table(s, stored, ns, gh, gw, d, &cs, &sn);
   Rope rope3d{b.upload_transient(cs), b.upload_transient(sn), RopePairs::Interleaved};
 
+  // The keys of the step are fixed once its pages are appended: each global layer's pages and
+  // stream rows (lists 0..depth-1), each frame's own tokens in the frame blocks (lists depth..,
+  // the same buffers in every layer). One attention plan serves the whole step.
+  const int64_t depth = cfg_.depth;
+  attention_lists_.resize(depth + s);
+  for (int64_t l = 0; l < depth; ++l) {
+    attention_lists_[l].clear();
+    cache.segments(l, attention_lists_[l]);
+  }
+  Tensor k4 = wk.buf.k.reshape({s, p, h, d}), v4 = wk.buf.v.reshape({s, p, h, d});
+  for (int64_t f = 0; f < s; ++f)
+    attention_lists_[depth + f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}};
+  b.plan_attention(attention_lists_);
+
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   AttendFn within_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
-    Tensor q4 = q.reshape({s, p, h, d}), k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d}),
-           o4 = out.reshape({s, p, h, d});
+    LINGBOT_CHECK(k.raw() == wk.buf.k.raw() && v.raw() == wk.buf.v.raw(),
+                  "aggregator: frame attention outside the planned buffers");
+    Tensor q4 = q.reshape({s, p, h, d}), o4 = out.reshape({s, p, h, d});
     for (int64_t f = 0; f < s; ++f) {
       Tensor of = o4[f];
-      b.attention(q4[f], {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}}, scale, of);
+      b.attention_planned(q4[f], static_cast<int>(depth + f), scale, of);
     }
   };
   int64_t layer = 0;
   AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
     Tensor k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d});
     for (int64_t f = 0; f < s; ++f) cache.store(layer, f, k4[f], v4[f]);
-    segments_.clear();
-    cache.segments(layer, segments_);
     ProfileScope ps(b, "global attention (paged)");
-    b.attention(q, segments_, scale, out);
+    b.attention_planned(q, static_cast<int>(layer), scale, out);
   };
 
   Tensor x = wk.x.reshape({m, c});

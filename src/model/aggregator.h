@@ -55,8 +55,8 @@ class Aggregator {
     Rope rope2d;
     BlockBuffers buf;
   };
-  std::map<std::pair<int64_t, int64_t>, Work> work_;  // (frames, tokens per frame)
-  std::vector<KVSegment> segments_;
+  std::map<std::pair<int64_t, int64_t>, Work> work_;     // (frames, tokens per frame)
+  std::vector<std::vector<KVSegment>> attention_lists_;  // this step's attention plan
 };
 
 }  // namespace lingbot

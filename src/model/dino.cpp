@@ -157,13 +157,20 @@ const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
   b.add(wk.x, position_table(b, gh, gw));
   Tensor x = wk.x.reshape({s * nd, c});
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+  // Each frame attends to its own tokens, in the same buffers in every block: one plan.
+  const int64_t h = cfg_.heads, d = cfg_.head_dim();
+  Tensor k4 = wk.buf.k.reshape({s, nd, h, d}), v4 = wk.buf.v.reshape({s, nd, h, d});
+  std::vector<std::vector<KVSegment>> frames(s);
+  for (int64_t f = 0; f < s; ++f)
+    frames[f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(nd)}};
+  b.plan_attention(frames);
   AttendFn per_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
-    const int64_t h = cfg_.heads, d = cfg_.head_dim();
-    Tensor q4 = q.reshape({s, nd, h, d}), k4 = k.reshape({s, nd, h, d}),
-           v4 = v.reshape({s, nd, h, d}), o4 = out.reshape({s, nd, h, d});
+    LINGBOT_CHECK(k.raw() == wk.buf.k.raw() && v.raw() == wk.buf.v.raw(),
+                  "dino: attention outside the planned buffers");
+    Tensor q4 = q.reshape({s, nd, h, d}), o4 = out.reshape({s, nd, h, d});
     for (int64_t f = 0; f < s; ++f) {
       Tensor of = o4[f];
-      b.attention(q4[f], {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(nd)}}, scale, of);
+      b.attention_planned(q4[f], static_cast<int>(f), scale, of);
     }
   };
   for (auto& blk : blocks_) enqueue_block(b, blk, x, wk.buf, nullptr, per_frame);

@@ -40,6 +40,9 @@ class CountingBackend final : public Backend {
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act a) override {
     cpu_->linear(x, w, b, y, a);
   }
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    cpu_->linear_add(x, w, b, y);
+  }
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
                      Tensor& y) override {
     cpu_->layer_norm(x, w, b, eps, y);

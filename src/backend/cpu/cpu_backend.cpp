@@ -95,6 +95,18 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    if (b) {
+      float* out = y.f32();
+      const float* bias = b->f32();
+#pragma omp parallel for schedule(static) if (m * n > kParallelWork)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) out[i * n + j] += bias[j];
+    }
+    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 1.f, y.f32(), n);
+  }
+
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
                      Tensor& y) override {
     const int64_t n = x.dim(-1), rows = x.numel() / n;

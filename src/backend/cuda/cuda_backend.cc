@@ -226,67 +226,10 @@ class CudaBackend final : public Backend {
   }
 
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
-    const Elt wt = elt_of(w.dtype(), "linear weight");
-    const Elt xt = elt_of(x.dtype(), "linear input");
-    const Elt yt = elt_of(y.dtype(), "linear output");
-    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-    Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
-    if (m == 0) return;
-
-    // An fp32 weight gives an fp32 product (cuBLASLt has no fp32 x fp32 -> bf16 kernels); a
-    // mismatched input is converted to the weight's dtype first. cuBLASLt fuses the bias only
-    // when it has the output's dtype (measured on H200: an f32 bias on a bf16 output is declined,
-    // and the unfused bias pass costs as much as the GEMM at M = 978), so a mismatched bias is
-    // converted too; rounding it to bf16 is what autocast does in the reference.
-    const bool convert_x = xt != wt;
-    const Elt dt = wt == kF32 ? kF32 : yt;
-    const bool temp_y = dt != yt;
-    const bool convert_b = b && bt != dt;
-    const size_t esize = dt == kF32 ? 4 : 2;
-    const size_t xbytes = convert_x ? round_up(x.numel() * (wt == kF32 ? 4 : 2)) : 0;
-    const size_t ybytes = temp_y ? round_up(y.numel() * 4) : 0;
-    const size_t bbytes = convert_b ? round_up(n * esize) : 0;
-    char* tmp = (xbytes + ybytes + bbytes)
-                    ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes + bbytes, s()))
-                    : nullptr;
-    const void* xp = x.raw();
-    if (convert_x) {
-      cuda::convert(x.raw(), xt, tmp, wt, x.numel(), s());
-      xp = tmp;
-    }
-    void* dp = temp_y ? tmp + xbytes : y.raw();
-    const void* bp = b ? b->raw() : nullptr;
-    if (convert_b) {
-      cuda::convert(b->raw(), bt, tmp + xbytes + ybytes, dt, n, s());
-      bp = tmp + xbytes + ybytes;
-      bt = dt;
-    }
-
-    GemmArgs g;
-    g.trans_a = true;  // row-major y = x . w^T is column-major y^T = w^T(op) . x^T
-    g.m = n;
-    g.n = m;
-    g.k = k;
-    g.a = w.raw();
-    g.lda = k;
-    g.b = xp;
-    g.ldb = k;
-    g.d = dp;
-    g.ldd = n;
-    g.ab_t = wt;
-    g.d_t = dt;
-    g.bias = bp;
-    g.bias_t = bt;
-    g.relu = act == Act::ReLU;
-    // cuBLASLt's GELU epilogue is the tanh approximation (up to 4.7e-4 off the erf form the
-    // model uses), so GELU and SiLU run as a separate pass on the product.
-    const bool fused = gemm(*ctx_, g);
-    if (!fused) {
-      cuda::bias_act(dp, dt, g.bias, bt, m, n, act, s());
-    } else if (act == Act::GELU || act == Act::SiLU) {
-      cuda::bias_act(dp, dt, nullptr, bt, m, n, act, s());
-    }
-    if (temp_y) cuda::convert(dp, dt, y.raw(), yt, y.numel(), s());
+    matmul(x, w, b, y, act, false);
+  }
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    matmul(x, w, b, y, Act::None, true);
   }
 
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
@@ -358,18 +301,19 @@ class CudaBackend final : public Backend {
 
   void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
                     Tensor& out) override {
-    AttentionArgs a;
-    a.qkv_t = elt_of(q.dtype(), "attention query");
-    a.out_t = elt_of(out.dtype(), "attention output");
-    a.heads = static_cast<int>(q.dim(-2));
-    a.dim = static_cast<int>(q.dim(-1));
-    const int64_t nq = q.numel() / (int64_t(a.heads) * a.dim);
-    a.nq = static_cast<int>(nq);
-    a.q = q.raw();
-    a.out = out.raw();
-    a.scale = scale;
-    a.segments = &kv;
-    cuda::attention(*ctx_, a);
+    std::vector<KeyTable> tables;
+    stage_tables({&kv}, tables, false);
+    run_attention(q, tables[0], scale, out);
+  }
+
+  void do_plan_attention(const std::vector<std::vector<KVSegment>>& lists) override {
+    std::vector<const std::vector<KVSegment>*> ptrs;
+    for (const auto& l : lists) ptrs.push_back(&l);
+    stage_tables(ptrs, planned_, true);
+  }
+
+  void do_attention_planned(const Tensor& q, int list, float scale, Tensor& out) override {
+    run_attention(q, planned_[list], scale, out);
   }
 
   void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
@@ -411,7 +355,8 @@ class CudaBackend final : public Backend {
       a.stride = stride;
       a.pad = pad;
       void* packed = ctx_->scratch.get(cuda::conv_packed_bytes(co, ci, kh, kw), s());
-      cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), s());
+      cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), ctx_->prop.multiProcessorCount,
+                        s());
       return;
     }
     // im2col in pixel chunks so the column buffer stays bounded at any resolution.
@@ -481,6 +426,114 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // y = act(x . w^T + b) (+ y with `accumulate`).
+  // linear and linear_add, operands already checked.
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act,
+              bool accumulate) {
+    const Elt wt = elt_of(w.dtype(), "linear weight");
+    const Elt xt = elt_of(x.dtype(), "linear input");
+    const Elt yt = elt_of(y.dtype(), "linear output");
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
+    if (m == 0) return;
+
+    // An fp32 weight gives an fp32 product (cuBLASLt has no fp32 x fp32 -> bf16 kernels); a
+    // mismatched input is converted to the weight's dtype first. cuBLASLt fuses the bias only
+    // when it has the output's dtype (measured on H200: an f32 bias on a bf16 output is declined,
+    // and the unfused bias pass costs as much as the GEMM at M = 978), so a mismatched bias is
+    // converted too; rounding it to bf16 is what autocast does in the reference.
+    const bool convert_x = xt != wt;
+    const Elt dt = wt == kF32 ? kF32 : yt;
+    const bool temp_y = dt != yt;
+    const bool convert_b = b && bt != dt;
+    const size_t esize = dt == kF32 ? 4 : 2;
+    const size_t xbytes = convert_x ? round_up(x.numel() * (wt == kF32 ? 4 : 2)) : 0;
+    const size_t ybytes = temp_y ? round_up(y.numel() * 4) : 0;
+    const size_t bbytes = convert_b ? round_up(n * esize) : 0;
+    char* tmp = (xbytes + ybytes + bbytes)
+                    ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes + bbytes, s()))
+                    : nullptr;
+    const void* xp = x.raw();
+    if (convert_x) {
+      cuda::convert(x.raw(), xt, tmp, wt, x.numel(), s());
+      xp = tmp;
+    }
+    void* dp = temp_y ? tmp + xbytes : y.raw();
+    if (temp_y && accumulate) cuda::convert(y.raw(), yt, dp, dt, y.numel(), s());
+    const void* bp = b ? b->raw() : nullptr;
+    if (convert_b) {
+      cuda::convert(b->raw(), bt, tmp + xbytes + ybytes, dt, n, s());
+      bp = tmp + xbytes + ybytes;
+      bt = dt;
+    }
+
+    GemmArgs g;
+    g.trans_a = true;  // row-major y = x . w^T is column-major y^T = w^T(op) . x^T
+    g.m = n;
+    g.n = m;
+    g.k = k;
+    g.a = w.raw();
+    g.lda = k;
+    g.b = xp;
+    g.ldb = k;
+    g.d = dp;
+    g.ldd = n;
+    g.ab_t = wt;
+    g.d_t = dt;
+    g.bias = bp;
+    g.bias_t = bt;
+    g.accumulate = accumulate;
+    g.relu = act == Act::ReLU;
+    // cuBLASLt's GELU epilogue is the tanh form, up to 4.7e-4 off the erf form the model uses:
+    // fused only into a bf16 output, whose own rounding is ten times that (rms 1.8e-4 against
+    // 1.7e-3 for unit-scale inputs); fp32 outputs and SiLU get a separate pass on the product.
+    g.gelu = act == Act::GELU && dt == kBF16;
+    const bool fused = gemm(*ctx_, g);
+    if (!fused) {
+      cuda::bias_act(dp, dt, g.bias, bt, m, n, act, s());
+    } else if ((act == Act::GELU && !g.gelu) || act == Act::SiLU) {
+      cuda::bias_act(dp, dt, nullptr, bt, m, n, act, s());
+    }
+    if (temp_y) cuda::convert(dp, dt, y.raw(), yt, y.numel(), s());
+  }
+
+  void run_attention(const Tensor& q, const KeyTable& keys, float scale, Tensor& out) {
+    AttentionArgs a;
+    a.qkv_t = elt_of(q.dtype(), "attention query");
+    a.out_t = elt_of(out.dtype(), "attention output");
+    a.heads = static_cast<int>(q.dim(-2));
+    a.dim = static_cast<int>(q.dim(-1));
+    const int64_t nq = q.numel() / (int64_t(a.heads) * a.dim);
+    a.nq = static_cast<int>(nq);
+    a.q = q.raw();
+    a.out = out.raw();
+    a.scale = scale;
+    a.keys = &keys;
+    cuda::attention(*ctx_, a);
+  }
+
+  // Puts the key tables of `lists` on the device in one copy: inside a step into its staging
+  // (valid for the step's work); outside one, a single table through the upload ring (valid for
+  // the work queued next) and a plan into a buffer of our own, which the next plan overwrites in
+  // stream order, after the work queued before it has read it.
+  void stage_tables(const std::vector<const std::vector<KVSegment>*>& lists,
+                    std::vector<KeyTable>& tables, bool plan) {
+    std::vector<char> bytes;
+    build_key_tables(lists, bytes, tables);
+    const char* base = nullptr;
+    if (ctx_->step.active() || !plan) {
+      base = static_cast<const char*>(ctx_->stage(bytes.data(), bytes.size()));
+    } else {
+      if (!own_tables_.defined() || own_tables_.nbytes() < bytes.size())
+        own_tables_ = alloc({static_cast<int64_t>(bytes.size() * 2)}, DType::U8);
+      // From pageable memory: returns once the bytes are staged by the driver.
+      LB_CUDA(cudaMemcpyAsync(own_tables_.raw(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
+                              s()));
+      base = static_cast<const char*>(own_tables_.raw());
+    }
+    for (KeyTable& t : tables) t.dev = base + reinterpret_cast<uintptr_t>(t.dev);
+  }
+
   cudaStream_t s() const { return ctx_->stream; }
   void no_wait_in_step(const char* op) const {
     LINGBOT_CHECK(!ctx_->step.capturing(),
@@ -497,6 +550,8 @@ class CudaBackend final : public Backend {
   }
   bool fast_convs_ = false;
   std::atomic<uint64_t> fences_{0};
+  std::vector<KeyTable> planned_;  // the latest plan_attention
+  Tensor own_tables_;              // key tables made outside a step
 };
 
 std::shared_ptr<Context> make_context(int device) {
