@@ -50,13 +50,15 @@ ParamCount BlockWeights::parameters(int64_t dim, int64_t hidden, int64_t qk_norm
   ParamCount n;
   n.compute = static_cast<size_t>((4 * dim + 2 * hidden) * dim);  // qkv, proj, fc1, fc2
   // norm1 (2), qkv bias (3), proj bias, ls1, norm2 (2), fc1 bias, fc2 bias, ls2; q/k norms.
+  // (The model reads ls1 and ls2 and folds them into proj and fc2: the memory counted here is
+  // 4 dim bytes a block more than what stays.)
   n.f32 = static_cast<size_t>(11 * dim + hidden + 4 * qk_norm_dim);
   return n;
 }
 
 size_t BlockBuffers::bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype) {
-  // h, qkv (3), q, k, v, attn, proj, hidden.
-  return static_cast<size_t>(rows * (9 * dim + hidden_dim)) * dtype_size(dtype);
+  // h, qkv (3), q, k, v, attn, hidden; proj and fc2 add into the residual in place.
+  return static_cast<size_t>(rows * (8 * dim + hidden_dim)) * dtype_size(dtype);
 }
 
 void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim, int64_t heads,
