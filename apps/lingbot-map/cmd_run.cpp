@@ -21,6 +21,7 @@
 #include "lingbot/source.h"
 #include "lingbot/windowed.h"
 #include "pipeline.h"
+#include "preflight_text.h"
 
 namespace lingbot::cli {
 namespace {
@@ -86,25 +87,6 @@ void prepare_output_folder(const std::string& dir) {
     throw Error("cannot write to output folder " + dir + ": " + std::strerror(errno));
 }
 
-// The run's flags, as the preflight's advice names them.
-std::string flag(Setting s) {
-  switch (s) {
-    case Setting::ScaleFrames:
-      return "--scale-frames";
-    case Setting::Window:
-      return "--window";
-    case Setting::KeyframeInterval:
-      return "--keyframe-interval";
-    case Setting::MaxSpecialFrames:
-      return "--max-special-frames";
-    case Setting::WindowSize:
-      return "--window-size";
-    case Setting::InputWidth:
-      return "--size";
-  }
-  return "";
-}
-
 // A preflight and the plan it was made for.
 struct PlannedRun {
   RunPlan plan;
@@ -129,7 +111,7 @@ void check_fits(const PlannedRun& p, const RunArgs& a, const Engine& engine) {
   if (!p.plan.results.on_host) {
     const size_t host = host_memory_available();
     if (host && p.need().results > host)
-      throw Error("not enough host memory for " + p.estimate.summary +
+      throw Error("not enough host memory for " + describe_run(p.plan, p.estimate) +
                   ": the results kept for the " + "outputs need ~" + format_gb(p.need().results) +
                   ", " + format_gb(host) +
                   " available: process fewer frames (--first-k, --stride, --fps), a smaller "
@@ -146,8 +128,8 @@ void check_fits(const PlannedRun& p, const RunArgs& a, const Engine& engine) {
     available = free ? free + p.need().weights : 0;
   }
   if (available == 0 || p.need().total <= available) return;
-  throw Error("not enough memory for " + p.estimate.summary + ": " +
-              explain_shortfall(flag, p.plan, p.need(), available) +
+  throw Error("not enough memory for " + describe_run(p.plan, p.estimate) + ": " +
+              explain_shortfall(p.plan, p.need(), available) +
               " (--no-preflight skips this check)");
 }
 
@@ -198,28 +180,30 @@ int run(const RunArgs& a) {
               .stream = stream,
               .results = result_outputs(a, o.exports, keep_recent)};
     if (windowed) p.plan.windowed = windowed_options(a);
-    p.estimate = preflight(p.plan, flag);
+    p.estimate = preflight(p.plan);
     pre = p;
   }
   if (a.dry_run) {
     const MemoryEstimate& m = pre->need();
     // On a GPU the results are host memory, listed but not in the device total.
-    std::printf("memory estimate for %s%s: ~%s (%s%s)\n", pre->estimate.summary.c_str(),
-                pre->estimate.cached.c_str(), format_gb(m.total).c_str(), describe_terms(m).c_str(),
-                pre->plan.results.on_host ? "" : " on the host");
+    std::printf("memory estimate for %s%s: ~%s (%s%s)\n",
+                describe_run(pre->plan, pre->estimate).c_str(),
+                describe_cached(pre->plan, pre->estimate).c_str(), format_gb(m.total).c_str(),
+                describe_terms(m).c_str(), pre->plan.results.on_host ? "" : " on the host");
     bool fits = true;
     if (a.memory_limit_gb > 0 || a.engine.device == "cpu") {
       const size_t available = a.memory_limit_gb > 0 ? static_cast<size_t>(a.memory_limit_gb * 1e9)
                                                      : host_memory_available();
       fits = !available || m.total <= available;
       if (!fits)
-        std::printf("%s\n", explain_shortfall(flag, pre->plan, m, available).c_str());
+        std::printf("%s\n", explain_shortfall(pre->plan, m, available).c_str());
       else if (available)
         std::printf("fits in %s available\n", format_gb(available).c_str());
     } else {
       std::printf("free GPU memory is checked when the run starts\n");
     }
-    if (fits && !pre->estimate.note.empty()) std::printf("%s\n", pre->estimate.note.c_str());
+    const std::string note = growth_note(pre->estimate);
+    if (fits && !note.empty()) std::printf("%s\n", note.c_str());
     return 0;
   }
   auto engine = Engine::create(a.engine);

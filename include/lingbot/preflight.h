@@ -3,16 +3,16 @@
 // it starts instead of failing with an allocation error hundreds of frames in.
 //
 //   lingbot::RunPlan plan{.engine = eo, .height = 378, .width = 504, .frames = 300, .stream = so};
-//   lingbot::Preflight p = lingbot::preflight(plan, names);
-//   if (p.need.total > available) std::puts(lingbot::explain_shortfall(names, plan, p.need,
-//   available));
+//   lingbot::Preflight p = lingbot::preflight(plan);
+//   if (p.need.total > available) {
+//     lingbot::MilderSettings m = lingbot::milder_settings(plan, available);
+//     if (m.window) std::printf("try a window of %d frames\n", *m.window);
+//   }
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
-#include <string>
 
 #include "lingbot/engine.h"
 #include "lingbot/windowed.h"
@@ -60,40 +60,39 @@ struct RunPlan {
 
 struct Preflight {
   MemoryEstimate need;
-  std::string summary;  // "300 frames at 504x378 (BF16)"
-  // What the caches hold at the peak: ", 72 frames cached", or per window for windowed runs.
-  std::string cached;
-  // A line when most of the estimate grows with the run and a special-frame cap would bound it
-  // (streaming only), else "".
-  std::string note;
+  DType compute = DType::F32;  // the dtype the engine will compute in
+  // Frames the caches hold at the peak: of the run, or of one window in windowed mode.
+  int64_t cached_frames = 0;
+  // Windowed mode with a fixed keyframe interval: the windows planned and the frames of the
+  // longest (the first); 0 otherwise.
+  int64_t windows = 0, window_frames = 0;
+  // Streaming with no special-frame cap: the bytes of the estimate that grow with the run (the
+  // special stream and the camera caches) when they are more than half of it, else 0.
+  // StreamOptions::max_special_frames bounds them.
+  size_t unbounded_growth = 0;
 };
-
-// The settings the lines below suggest changing. The caller names them (the CLI its flags), so
-// that the advice speaks the caller's language; InputWidth is the preprocessing target width.
-enum class Setting {
-  ScaleFrames,
-  Window,
-  KeyframeInterval,
-  MaxSpecialFrames,
-  WindowSize,
-  InputWidth
-};
-using SettingNames = std::function<std::string(Setting)>;
 
 // Throws Error when the checkpoint cannot be read or the architecture is unknown.
-Preflight preflight(const RunPlan& plan, const SettingNames& names);
+Preflight preflight(const RunPlan& plan);
 
-// One line for a run that does not fit in `available` bytes: the numbers, and the mildest change
-// of each setting that would make it fit on its own ("try NAME 12 or NAME 280 (280x210 input)").
-std::string explain_shortfall(const SettingNames& names, const RunPlan& plan,
-                              const MemoryEstimate& need, size_t available);
+// For a run that does not fit: the mildest change of each setting that would make it fit on its
+// own, all else unchanged. Unset where no value does, or where the setting does not apply to the
+// run's mode.
+struct MilderSettings {
+  std::optional<int> window;             // StreamOptions::window (windowed: sliding_window)
+  std::optional<int> keyframe_interval;  // streaming
+  std::optional<int> scale_frames;       // streaming
+  std::optional<int> window_size;        // windowed
+  // The largest StreamOptions::max_special_frames (or WindowedOptions') that fits, when the
+  // special stream and the camera caches grow with the run.
+  std::optional<int> max_special_frames;
+  // A smaller preprocessing width (the `target` of model_input), and the model input's height
+  // at that width.
+  std::optional<int> input_width, input_height;
+};
 
-// The estimate's terms, "weights 2.4 GB, KV cache 5.1 GB, camera cache 59 MB, activations
-// 4.2 GB" and ", results 1.2 GB" when results were estimated.
-std::string describe_terms(const MemoryEstimate& m);
-
-// "12.5 GB", or "57 MB" below 1 GB (decimal units, as the benchmark reports device memory).
-std::string format_gb(size_t bytes);
+// The milder settings with which the run of `plan` needs at most `available` bytes.
+MilderSettings milder_settings(const RunPlan& plan, size_t available);
 
 // MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read.
 size_t host_memory_available();

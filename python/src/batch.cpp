@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -32,23 +33,31 @@ Frames frames_of(const py::handle& images) {
   return {a, a.shape(0), a.shape(2), a.shape(3)};
 }
 
-// The Python keyword arguments, as the preflight's advice names them.
-std::string keyword(Setting s) {
-  switch (s) {
-    case Setting::ScaleFrames:
-      return "num_scale_frames";
-    case Setting::Window:
-      return "window";
-    case Setting::KeyframeInterval:
-      return "keyframe_interval";
-    case Setting::MaxSpecialFrames:
-      return "max_special_frames";
-    case Setting::WindowSize:
-      return "window_size";
-    case Setting::InputWidth:
-      return "load_images(size=)";
+std::string gb(size_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f GB", bytes / 1e9);
+  return s;
+}
+
+// What would make the run fit, in the keyword arguments of the call (`scale` names the
+// scale-frame count, which inference_streaming calls num_scale_frames).
+std::string advice(const RunPlan& plan, size_t available, const char* scale) {
+  const MilderSettings m = milder_settings(plan, available);
+  std::string tries;
+  auto suggest = [&](const std::string& name, const std::optional<int>& v) {
+    if (v) tries += (tries.empty() ? "" : " or ") + name + "=" + std::to_string(*v);
+  };
+  suggest(plan.windowed ? "window_size" : "keyframe_interval",
+          plan.windowed ? m.window_size : m.keyframe_interval);
+  suggest(plan.windowed ? "sliding_window" : "window", m.window);
+  if (!plan.windowed) suggest(scale, m.scale_frames);
+  suggest("max_special_frames", m.max_special_frames);
+  if (m.input_width) {  // the preprocessing width (load_images' or run's `size`)
+    suggest("size", m.input_width);
+    tries +=
+        " (" + std::to_string(*m.input_width) + "x" + std::to_string(*m.input_height) + " input)";
   }
-  return "";
+  return tries.empty() ? "no single setting fits" : "try " + tries;
 }
 
 // Calls progress(done, total) when given, and lets Ctrl-C interrupt a long run.
@@ -60,7 +69,8 @@ void report(const py::object& progress, int64_t done, int64_t total) {
 py::dict inference_streaming(PyEngine& e, const py::handle& images, const StreamOptions& o,
                              const py::object& progress) {
   const Frames f = frames_of(images);
-  check_fits(e, {.height = f.height, .width = f.width, .frames = f.count, .stream = o});
+  check_fits(e, {.height = f.height, .width = f.width, .frames = f.count, .stream = o},
+             "num_scale_frames");
   const int64_t S = f.count, H = f.height, W = f.width, plane = H * W;
   py::array_t<float> pose({int64_t(1), S, int64_t(9)});
   py::array_t<float> depth({int64_t(1), S, H, W, int64_t(1)}), conf({int64_t(1), S, H, W});
@@ -117,12 +127,14 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const Windowe
   stream.flow_threshold = o.flow_threshold;
   stream.max_non_keyframe_gap = o.max_non_keyframe_gap;
   stream.max_special_frames = o.max_special_frames;
-  check_fits(e, {.height = f.height,
-                 .width = f.width,
-                 .frames = f.count,
-                 .stream = stream,
-                 .windowed = o,
-                 .results = {.windowed = true}});
+  check_fits(e,
+             {.height = f.height,
+              .width = f.width,
+              .frames = f.count,
+              .stream = stream,
+              .windowed = o,
+              .results = {.windowed = true}},
+             "num_scale_frames");
   WindowedResult r;
   {
     py::gil_scoped_release release;
@@ -157,19 +169,21 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const Windowe
 
 }  // namespace
 
-void check_fits(const PyEngine& e, RunPlan plan) {
+void check_fits(const PyEngine& e, RunPlan plan, const char* scale) {
   plan.engine = e.options;
   plan.results.on_host = e.options.device == "cpu";
-  const Preflight p = preflight(plan, keyword);
+  const Preflight p = preflight(plan);
+  const std::string what = "not enough memory for " + std::to_string(plan.frames) + " frames at " +
+                           std::to_string(plan.width) + "x" + std::to_string(plan.height);
   const size_t host = host_memory_available();
   if (!plan.results.on_host && host && p.need.results > host)
-    throw WontFit("not enough host memory for " + p.summary + ": the results need ~" +
-                  format_gb(p.need.results) + ", " + format_gb(host) + " available");
+    throw WontFit(what + ": the results kept on the host need ~" + gb(p.need.results) + ", " +
+                  gb(host) + " available");
   const size_t free = plan.results.on_host ? host : e.engine->device_memory_free();
   const size_t available = free ? free + p.need.weights : 0;
   if (available && p.need.total > available)
-    throw WontFit("not enough memory for " + p.summary + ": " +
-                  explain_shortfall(keyword, plan, p.need, available));
+    throw WontFit(what + ": needs ~" + gb(p.need.total) + ", " + gb(available) + " available; " +
+                  advice(plan, available, scale));
 }
 
 void bind_batch(py::module_& m) {

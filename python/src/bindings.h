@@ -29,8 +29,9 @@ struct WontFit : std::runtime_error {
 
 // Raises MemoryError when the run `plan` describes (its engine options taken from `e`) will not
 // fit: in free device memory after loading (the weights already there count as available) or,
-// on the CPU, in the host's available memory.
-void check_fits(const PyEngine& e, RunPlan plan);
+// on the CPU, in the host's available memory. The message suggests milder settings under the
+// keyword names of Python (`scale` for the scale-frame count).
+void check_fits(const PyEngine& e, RunPlan plan, const char* scale);
 
 // A model-input frame from a numpy array: float [3, H, W] in [0, 1] (any float dtype, any
 // strides) or uint8 [H, W, 3]. Copied, so the array may change or go away afterwards. Raises

@@ -117,7 +117,7 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
                              .point_stride = ro.exports.points.stride,
                              .recent_frames = in.keep_recent}};
     if (windowed) plan.windowed = w;
-    check_fits(e, plan);
+    check_fits(e, plan, "scale_frames");
   }
 
   Collected c;

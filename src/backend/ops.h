@@ -44,6 +44,10 @@ struct QKNorm {
   float eps = 1e-5f;
 };
 
+// A backend's public ops check their operands here, the same way on every backend: each tensor
+// lives on this backend's device in a dtype it computes in, and the shapes fit together; a bad
+// operand is one lingbot::Error line naming the op. The checked call then goes to the backend's
+// do_* implementation, which may assume all of that.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -53,9 +57,9 @@ class Backend {
   // Memory. alloc returns uninitialised memory; upload/download convert host <-> device.
   virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
   virtual Tensor upload(const Tensor& host, DType dtype) = 0;
-  virtual Tensor download(const Tensor& t) = 0;           // host F32
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same numel; converts dtype
-  virtual void fill(Tensor& t, float value) = 0;
+  virtual Tensor download(const Tensor& t) = 0;  // host F32
+  void copy(const Tensor& src, Tensor& dst);     // same numel; converts dtype
+  void fill(Tensor& t, float value);
   virtual void synchronize() {}
   // Lets F32 convolutions run on tensor cores with reduced-precision inputs (bf16 for 3x3
   // kernels, TF32 otherwise) and fp32 accumulation; PyTorch runs the reference's convolutions on
@@ -69,7 +73,7 @@ class Backend {
   // copy of t (F32) into it, complete once a later fence() has been waited for. fence() marks
   // the work queued so far; wait_fence blocks until it is done (the last few fences only).
   virtual Tensor alloc_host(const Shape& shape) { return Tensor::zeros(shape); }
-  virtual void download_async(const Tensor& t, float* host) { download_into(t, host); }
+  void download_async(const Tensor& t, float* host);
   virtual uint64_t fence() { return 0; }
   virtual void wait_fence(uint64_t) {}
   // One streaming step: the work queued between begin_step and end_step may be recorded and
@@ -83,49 +87,91 @@ class Backend {
   virtual Tensor upload_transient(const Tensor& host) { return upload(host, DType::F32); }
   // Copies host F32 data into the existing tensor dst (converting to its dtype). On CUDA the copy
   // is queued: `host` (from alloc_host) must stay unchanged until a later fence has completed.
-  virtual void upload_into(const Tensor& host, Tensor& dst);
+  void upload_into(const Tensor& host, Tensor& dst);
   // Device memory in use by the whole process (driver view), 0 on the CPU.
   virtual size_t device_memory_used() const { return 0; }
   // Device memory still free for this process (driver view); 0 = unknown, as on the CPU.
   virtual size_t device_memory_free() const { return 0; }
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
-  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                      Act act = Act::None) = 0;
+  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act = Act::None);
+  // y[M,N] += x[M,K] . w[N,K]^T + b[N]: a residual update in one pass, the product added to y
+  // in y's dtype without being rounded to a narrower one first.
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
   // LayerNorm over the last dim (biased variance, eps inside the root); weight/bias optional.
-  virtual void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
-                          Tensor& y) = 0;
+  void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps, Tensor& y);
   // x += alpha * gamma ⊙ y. gamma (optional) spans the last dim; y broadcasts over the leading
   // dims of x when it has fewer elements (y.numel() must divide x.numel()).
-  virtual void add(Tensor& x, const Tensor& y, const Tensor* gamma = nullptr,
-                   float alpha = 1.0f) = 0;
-  virtual void activate(Tensor& x, Act act) = 0;  // in place
-  // y[M, Ca+Cb] = [a[M,Ca] | b[M,Cb]].
-  virtual void concat_last(const Tensor& a, const Tensor& b, Tensor& y) = 0;
-  // y[B, C, R] = x[B, R, C]^T per batch item.
-  virtual void transpose_last2(const Tensor& x, Tensor& y) = 0;
+  void add(Tensor& x, const Tensor& y, const Tensor* gamma = nullptr, float alpha = 1.0f);
+  void activate(Tensor& x, Act act);  // in place
+  // y[M, Ca+Cb] = [a[M,Ca] | b[M,Cb]], one dtype.
+  void concat_last(const Tensor& a, const Tensor& b, Tensor& y);
+  // y[B, C, R] = x[B, R, C]^T per batch item, one dtype.
+  void transpose_last2(const Tensor& x, Tensor& y);
 
   // qkv[M, 3*H*D] -> q, k, v [M, H, D]; then optional per-head norm and rotary on q and k.
-  virtual void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
-                         Tensor& k, Tensor& v) = 0;
+  void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
+                 Tensor& v);
   // out[Nq, H, D] = softmax(q . K^T * scale) . V over all segments' tokens, no mask.
-  virtual void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
-                         Tensor& out) = 0;
+  void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale, Tensor& out);
+  // Key lists fixed for a whole step (each global layer's pages and stream rows, each frame's
+  // own keys in the frame blocks) are handed over once: a backend builds its key tables in one
+  // go (the plan) instead of once per call, and attention_planned runs list `list` of the latest
+  // plan like attention() would. A plan holds until the next plan_attention; the storage it
+  // names must stay put that long.
+  void plan_attention(const std::vector<std::vector<KVSegment>>& lists);
+  void attention_planned(const Tensor& q, int list, float scale, Tensor& out);
   // Writes rows[n, H, D] into cache storage at `k_dst`/`v_dst` (storage dtype `dtype`).
-  virtual void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
-                        DType dtype) = 0;
+  void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype);
 
-  // Image ops, NCHW.
+  // Image ops, NCHW, F32.
   // img[S, C, H, W] -> rows [S * (H/p) * (W/p), C*p*p] in (c, ky, kx) order.
-  virtual void patchify(const Tensor& img, int patch, Tensor& rows) = 0;
+  void patchify(const Tensor& img, int patch, Tensor& rows);
   // y = conv(x, w[Co, Ci, kh, kw]) + b with zero padding.
-  virtual void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                      Tensor& y) = 0;
+  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y);
   // Transposed conv with kernel == stride, no padding; w[Ci, Co, k, k].
-  virtual void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
-                                Tensor& y) = 0;
+  void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, Tensor& y);
   // Bilinear resize to y's size with align_corners = true.
-  virtual void upsample_bilinear(const Tensor& x, Tensor& y) = 0;
+  void upsample_bilinear(const Tensor& x, Tensor& y);
+
+ protected:
+  // The dtypes this backend stores and computes in; operands in any other are refused.
+  virtual bool handles(DType t) const = 0;
+
+  // The ops above, operands checked.
+  virtual void do_copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void do_fill(Tensor& t, float value) = 0;
+  virtual void do_download_async(const Tensor& t, float* host) { download_into(t, host); }
+  virtual void do_upload_into(const Tensor& host, Tensor& dst);
+  virtual void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) = 0;
+  virtual void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) = 0;
+  virtual void do_layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
+                             Tensor& y) = 0;
+  virtual void do_add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) = 0;
+  virtual void do_activate(Tensor& x, Act act) = 0;
+  virtual void do_concat_last(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  virtual void do_transpose_last2(const Tensor& x, Tensor& y) = 0;
+  virtual void do_split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
+                            Tensor& k, Tensor& v) = 0;
+  virtual void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
+                            Tensor& out) = 0;
+  // The default keeps the lists and runs the planned one through do_attention.
+  virtual void do_plan_attention(const std::vector<std::vector<KVSegment>>& lists) {}
+  virtual void do_attention_planned(const Tensor& q, int list, float scale, Tensor& out);
+  virtual void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
+                           DType dtype) = 0;
+  virtual void do_patchify(const Tensor& img, int patch, Tensor& rows) = 0;
+  virtual void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+                         Tensor& y) = 0;
+  virtual void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
+                                   Tensor& y) = 0;
+  virtual void do_upsample_bilinear(const Tensor& x, Tensor& y) = 0;
+
+ private:
+  // `what` of op `op` lives on this device, in a dtype this backend handles (F32 if `f32`).
+  void check(const Tensor& t, const char* op, const char* what, bool f32 = false) const;
+  void check_query(const Tensor& q, const Tensor& out) const;  // of attention
+  std::vector<std::vector<KVSegment>> planned_;  // the default plan: the lists themselves
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores

@@ -78,7 +78,7 @@ void CameraCache::truncate(int64_t frames) {
   int64_t longest = 0;
   for (const Slot& s : slots_) longest = std::max(longest, s.rows());
   LINGBOT_CHECK(frames >= 0 && frames <= longest, "CameraCache::truncate beyond its end");
-  // Slots can differ in length only after a forward call failed half-way; min() restores them.
+  // Slots can differ in length only after a step failed half-way; min() restores them.
   for (Slot& s : slots_) {
     const int64_t pinned = s.pinned ? std::min(frames, s.pinned->rows()) : 0;
     if (s.pinned) s.pinned->truncate(pinned);

@@ -24,9 +24,10 @@ struct CameraCacheLimit {
 
 class CameraCache {
  public:
-  // chunk_frames: rows per allocation in every slot; growth never moves rows already written.
+  // Rows per allocation in every slot; growth never moves rows already written.
+  static constexpr int64_t kChunkFrames = 64;
   CameraCache(Backend& backend, int iterations, int depth, int64_t heads, int64_t head_dim,
-              DType dtype = DType::F32, int64_t chunk_frames = 64);
+              DType dtype = DType::F32, int64_t chunk_frames = kChunkFrames);
   // A copy would share the slots' storage, so only moves are allowed.
   CameraCache(const CameraCache&) = delete;
   CameraCache& operator=(const CameraCache&) = delete;
@@ -46,7 +47,7 @@ class CameraCache {
   // Appends the segments of slot (iteration, block) to `out`, oldest frame first.
   void segments(int iteration, int block, std::vector<KVSegment>& out) const;
 
-  // Frames cached. Every slot holds the same count between forward calls.
+  // Frames cached. Every slot holds the same count between steps.
   int64_t rows() const { return slots_.front().rows(); }
   void truncate(int64_t frames);
   // Undoes the last stored frame: a caller that stored a frame speculatively takes it back.

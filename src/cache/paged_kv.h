@@ -8,7 +8,7 @@
 // are dropped, a departure from the reference for bounded memory). Attention reads the pages and
 // the stream in place (see segments()).
 //
-// Life of a step (one forward call of 1 or more frames), the same for every layer:
+// Life of a step (one call of the model over 1 or more frames), the same for every layer:
 //   append(n, defer)  plan pages for n new frames; evict now unless `defer`
 //   store(layer, ...) write each new frame's K/V into its page (per layer, as layers run)
 //   segments(layer)   what that layer's attention reads

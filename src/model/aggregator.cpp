@@ -9,6 +9,27 @@
 
 namespace lingbot {
 
+ParamCount Aggregator::parameters(const ModelConfig& cfg) {
+  ParamCount n = DinoTrunk::parameters(cfg);
+  n.f32 += static_cast<size_t>(2 * cfg.dim * (2 + cfg.registers));  // camera, registers, scale
+  for (int64_t i = 0; i < 2 * cfg.depth; ++i)
+    n += BlockWeights::parameters(cfg.dim, cfg.dim * cfg.mlp_ratio, cfg.head_dim());
+  return n;
+}
+
+size_t Aggregator::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height,
+                                  int64_t width) {
+  const int64_t c = cfg.dim,
+                p = ModelConfig::kSpecialTokens + (height / cfg.patch) * (width / cfg.patch);
+  const int64_t m = s * p;
+  size_t b = static_cast<size_t>(m * c) * 4 * 2;     // x, frame_out
+  b += static_cast<size_t>(m * 2 * c) * 4 * 4;       // emitted
+  b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 2D RoPE cos and sin
+  b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 3D RoPE, uploaded every call
+  b += BlockBuffers::bytes_for(m, c, c * cfg.mlp_ratio, cfg.compute);
+  return b + DinoTrunk::work_bytes_for(cfg, s, height, width);
+}
+
 void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   cfg_ = cfg;
   const int64_t c = cfg.dim, r = cfg.registers;
@@ -36,7 +57,7 @@ void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
   }
 }
 
-const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& images,
+const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& images,
                                                  PagedKVCache& cache, int64_t scale_frames) {
   const int64_t s = images.dim(0), c = cfg_.dim, h = cfg_.heads, d = cfg_.head_dim();
   const int64_t ns = ModelConfig::kSpecialTokens;
@@ -63,7 +84,7 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   // the virtual frame index stored + i).
   const Tensor& dino = [&]() -> const Tensor& {
     ProfileScope ps(b, "dino trunk");
-    return dino_.forward(b, images);
+    return dino_.enqueue(b, images);
   }();
   const int64_t stored = cache.stored_frames();
   const int64_t e = std::min(scale_frames, stored + s);
@@ -80,23 +101,36 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   rope3d_table(s, stored, ns, gh, gw, d, &cs, &sn);
   Rope rope3d{b.upload_transient(cs), b.upload_transient(sn), RopePairs::Interleaved};
 
+  // The keys of the step are fixed once its pages are appended: each global layer's pages and
+  // stream rows (lists 0..depth-1), each frame's own tokens in the frame blocks (lists depth..,
+  // the same buffers in every layer). One attention plan serves the whole step.
+  const int64_t depth = cfg_.depth;
+  attention_lists_.resize(depth + s);
+  for (int64_t l = 0; l < depth; ++l) {
+    attention_lists_[l].clear();
+    cache.segments(l, attention_lists_[l]);
+  }
+  Tensor k4 = wk.buf.k.reshape({s, p, h, d}), v4 = wk.buf.v.reshape({s, p, h, d});
+  for (int64_t f = 0; f < s; ++f)
+    attention_lists_[depth + f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}};
+  b.plan_attention(attention_lists_);
+
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   AttendFn within_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
-    Tensor q4 = q.reshape({s, p, h, d}), k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d}),
-           o4 = out.reshape({s, p, h, d});
+    LINGBOT_CHECK(k.raw() == wk.buf.k.raw() && v.raw() == wk.buf.v.raw(),
+                  "aggregator: frame attention outside the planned buffers");
+    Tensor q4 = q.reshape({s, p, h, d}), o4 = out.reshape({s, p, h, d});
     for (int64_t f = 0; f < s; ++f) {
       Tensor of = o4[f];
-      b.attention(q4[f], {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}}, scale, of);
+      b.attention_planned(q4[f], static_cast<int>(depth + f), scale, of);
     }
   };
   int64_t layer = 0;
   AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
     Tensor k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d});
     for (int64_t f = 0; f < s; ++f) cache.store(layer, f, k4[f], v4[f]);
-    segments_.clear();
-    cache.segments(layer, segments_);
     ProfileScope ps(b, "global attention (paged)");
-    b.attention(q, segments_, scale, out);
+    b.attention_planned(q, static_cast<int>(layer), scale, out);
   };
 
   Tensor x = wk.x.reshape({m, c});
@@ -104,13 +138,13 @@ const std::array<Tensor, 4>& Aggregator::forward(Backend& b, const Tensor& image
   for (layer = 0; layer < cfg_.depth; ++layer) {
     {
       ProfileScope ps(b, "frame blocks");
-      block_forward(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
+      enqueue_block(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
     }
     const bool emit = next_emit < cfg_.selected.size() && cfg_.selected[next_emit] == layer;
     if (emit) b.copy(x, wk.frame_out);
     {
       ProfileScope ps(b, "global blocks (all)");
-      block_forward(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+      enqueue_block(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
     }
     if (emit) {
       Tensor out = wk.emitted[next_emit].reshape({m, 2 * c});

@@ -20,12 +20,12 @@ class Aggregator {
  public:
   void load(WeightLoader& w, const ModelConfig& cfg);
 
-  // One forward call over S frames (images [S, 3, H, W], normalized, on the backend).
+  // Queues one step over S frames (images [S, 3, H, W], normalized, on the backend).
   // The step's pages must be appended to `cache` already (SequenceState::begin); each global
   // layer stores the frames' K/V there and attends through it. `scale_frames` is the
   // sequence's phase-1 frame count. Returns the emitted layers, each [S, P, 2C], valid until
   // the next call.
-  const std::array<Tensor, 4>& forward(Backend& b, const Tensor& images, PagedKVCache& cache,
+  const std::array<Tensor, 4>& enqueue(Backend& b, const Tensor& images, PagedKVCache& cache,
                                        int64_t scale_frames);
 
   const ModelConfig& config() const { return cfg_; }
@@ -35,6 +35,12 @@ class Aggregator {
     work_.clear();
     dino_.release_buffers();
   }
+
+  // For the memory preflight, the DINO trunk included: what load reads, and what a call over
+  // `frames` frames of height x width allocates (and keeps for that shape).
+  static ParamCount parameters(const ModelConfig& cfg);
+  static size_t work_bytes_for(const ModelConfig& cfg, int64_t frames, int64_t height,
+                               int64_t width);
 
  private:
   ModelConfig cfg_;
@@ -49,8 +55,8 @@ class Aggregator {
     Rope rope2d;
     BlockBuffers buf;
   };
-  std::map<std::pair<int64_t, int64_t>, Work> work_;  // (frames, tokens per frame)
-  std::vector<KVSegment> segments_;
+  std::map<std::pair<int64_t, int64_t>, Work> work_;     // (frames, tokens per frame)
+  std::vector<std::vector<KVSegment>> attention_lists_;  // this step's attention plan
 };
 
 }  // namespace lingbot

@@ -1,6 +1,24 @@
 #include "model/block.h"
 
 namespace lingbot {
+namespace {
+
+// gamma[r] * t[r, :] for a matrix, gamma[i] * t[i] for a vector; in F32 on the host, rounded
+// once to `dtype` on upload.
+Tensor scaled_rows(WeightLoader& w, const std::string& name, const Shape& shape,
+                   const Tensor& gamma, DType dtype) {
+  const Tensor src = w.get_host(name, shape);
+  Tensor t = Tensor::zeros(shape);
+  const int64_t rows = shape[0], cols = src.numel() / rows;
+  const float* s = src.f32();
+  const float* g = gamma.f32();
+  float* d = t.f32();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) d[r * cols + c] = g[r] * s[r * cols + c];
+  return w.backend().upload(t, dtype);
+}
+
+}  // namespace
 
 void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int64_t hidden,
                         int64_t head_dim, bool with_qk_norm, float norm_eps, DType md) {
@@ -15,17 +33,32 @@ void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int6
     k_norm_w = w.get(p + ".attn.k_norm.weight", {head_dim});
     k_norm_b = w.get(p + ".attn.k_norm.bias", {head_dim});
   }
-  proj_w = w.get(p + ".attn.proj.weight", {dim, dim}, md);
-  proj_b = w.get(p + ".attn.proj.bias", {dim});
-  ls1 = w.get(p + ".ls1.gamma", {dim});
+  const Tensor ls1 = w.get_host(p + ".ls1.gamma", {dim});
+  proj_w = scaled_rows(w, p + ".attn.proj.weight", {dim, dim}, ls1, md);
+  proj_b = scaled_rows(w, p + ".attn.proj.bias", {dim}, ls1, DType::F32);
   norm2_w = w.get(p + ".norm2.weight", {dim});
   norm2_b = w.get(p + ".norm2.bias", {dim});
   fc1_w = w.get(p + ".mlp.fc1.weight", {hidden, dim}, md);
   fc1_b = w.get(p + ".mlp.fc1.bias", {hidden});
-  fc2_w = w.get(p + ".mlp.fc2.weight", {dim, hidden}, md);
-  fc2_b = w.get(p + ".mlp.fc2.bias", {dim});
-  ls2 = w.get(p + ".ls2.gamma", {dim});
+  const Tensor ls2 = w.get_host(p + ".ls2.gamma", {dim});
+  fc2_w = scaled_rows(w, p + ".mlp.fc2.weight", {dim, hidden}, ls2, md);
+  fc2_b = scaled_rows(w, p + ".mlp.fc2.bias", {dim}, ls2, DType::F32);
   eps = norm_eps;
+}
+
+ParamCount BlockWeights::parameters(int64_t dim, int64_t hidden, int64_t qk_norm_dim) {
+  ParamCount n;
+  n.compute = static_cast<size_t>((4 * dim + 2 * hidden) * dim);  // qkv, proj, fc1, fc2
+  // norm1 (2), qkv bias (3), proj bias, ls1, norm2 (2), fc1 bias, fc2 bias, ls2; q/k norms.
+  // (The model reads ls1 and ls2 and folds them into proj and fc2: the memory counted here is
+  // 4 dim bytes a block more than what stays.)
+  n.f32 = static_cast<size_t>(11 * dim + hidden + 4 * qk_norm_dim);
+  return n;
+}
+
+size_t BlockBuffers::bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype) {
+  // h, qkv (3), q, k, v, attn, hidden; proj and fc2 add into the residual in place.
+  return static_cast<size_t>(rows * (8 * dim + hidden_dim)) * dtype_size(dtype);
 }
 
 void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim, int64_t heads,
@@ -38,12 +71,11 @@ void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim
   k = b.alloc({m, heads, d}, dtype);
   v = b.alloc({m, heads, d}, dtype);
   attn = b.alloc({m, heads, d}, dtype);
-  proj = b.alloc({m, dim}, dtype);
   hidden = b.alloc({m, hidden_dim}, dtype);
   rows = m;
 }
 
-void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
+void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend) {
   const int64_t m = x.dim(0);
   b.layer_norm(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h);
@@ -51,12 +83,10 @@ void block_forward(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& b
   QKNorm norm{&w.q_norm_w, &w.q_norm_b, &w.k_norm_w, &w.k_norm_b, 1e-5f};
   b.split_qkv(buf.qkv, w.qk_norm ? &norm : nullptr, rope, buf.q, buf.k, buf.v);
   attend(buf.q, buf.k, buf.v, buf.attn);
-  b.linear(buf.attn.reshape({m, -1}), w.proj_w, &w.proj_b, buf.proj);
-  b.add(x, buf.proj, &w.ls1);
+  b.linear_add(buf.attn.reshape({m, -1}), w.proj_w, &w.proj_b, x);
   b.layer_norm(x, &w.norm2_w, &w.norm2_b, w.eps, buf.h);
   b.linear(buf.h, w.fc1_w, &w.fc1_b, buf.hidden, Act::GELU);
-  b.linear(buf.hidden, w.fc2_w, &w.fc2_b, buf.proj);
-  b.add(x, buf.proj, &w.ls2);
+  b.linear_add(buf.hidden, w.fc2_w, &w.fc2_b, x);
 }
 
 }  // namespace lingbot

@@ -66,6 +66,34 @@ CameraCache CameraHead::make_cache(Backend& backend, int iterations, DType dtype
                      dtype);
 }
 
+ParamCount CameraHead::parameters(const CameraHeadConfig& cfg) {
+  const int64_t d = cfg.dim, p = cfg.pose_dim;
+  ParamCount n;
+  for (int64_t j = 0; j < cfg.depth; ++j) n += BlockWeights::parameters(d, cfg.mlp_ratio * d, 0);
+  n.compute += static_cast<size_t>(3 * d * d);      // poseLN_modulation
+  n.f32 += static_cast<size_t>(4 * d                // token_norm, trunk_norm
+                               + p + p * d + d      // empty pose, embed_pose
+                               + 3 * d              // poseLN_modulation bias
+                               + d / 2 * d + d / 2  // pose_branch.fc1
+                               + p * (d / 2) + p);  // pose_branch.fc2
+  return n;
+}
+
+size_t CameraHead::cache_bytes_for(const CameraHeadConfig& cfg, int iterations, DType dtype,
+                                   int64_t frames, const CameraCacheLimit& limit) {
+  return CameraCache::bytes_for(iterations * cfg.depth, cfg.dim, dtype, CameraCache::kChunkFrames,
+                                frames, limit);
+}
+
+size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames,
+                                     DType cache_dtype) {
+  const int64_t d = cfg.dim, p = cfg.pose_dim;
+  // xhat, ln0, h, n, t, m; mod (3); branch (1/2); pose, delta; the block; k_store, v_store.
+  size_t b = static_cast<size_t>(frames * (9 * d + d / 2 + 2 * p)) * 4;
+  b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32);
+  return b + static_cast<size_t>(2 * frames * d) * dtype_size(cache_dtype);
+}
+
 void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) {
   if (s_.frames == frames && s_.k_store.dtype() == cache_dtype) return;
   const int64_t d = cfg_.dim, hd = cfg_.head_dim(), nh = cfg_.heads, p = cfg_.pose_dim;
@@ -127,9 +155,9 @@ AttendFn CameraHead::attend_through(Backend& be, CameraCache& cache, int iterati
   };
 }
 
-Tensor CameraHead::forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
-                           int iterations) {
-  const Tensor& pose = run(be, camera_tokens, cache, store, iterations);
+Tensor CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                       int iterations) {
+  const Tensor& pose = enqueue(be, camera_tokens, cache, store, iterations);
   Tensor out = be.download(pose);
   if (out.raw() == pose.raw()) out = out.to(DType::F32);  // detach from the scratch buffer
   apply_pose_activation(out.f32(), out.dim(0), cfg_.pose_dim);
@@ -142,9 +170,9 @@ void CameraHead::apply_pose_activation(float* pose, int64_t frames, int64_t p) {
     for (int64_t c = p - 2; c < p; ++c) pose[f * p + c] = std::max(pose[f * p + c], 0.0f);
 }
 
-const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCache& cache,
-                              bool store, int iterations) {
-  LINGBOT_CHECK(!w_.trunk.empty(), "camera head: forward before load");
+const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens, CameraCache& cache,
+                                  bool store, int iterations) {
+  LINGBOT_CHECK(!w_.trunk.empty(), "camera head: used before load");
   LINGBOT_CHECK(camera_tokens.rank() == 2 && camera_tokens.dim(1) == cfg_.dim_in,
                 "camera head: expected camera tokens [S, " + std::to_string(cfg_.dim_in) +
                     "], got " + shape_str(camera_tokens.shape()));
@@ -167,7 +195,7 @@ const Tensor& CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCa
       modulate(be, s_.mod);
     }
     for (int64_t j = 0; j < cfg_.depth; ++j)
-      block_forward(be, w_.trunk[j], s_.h, s_.block, nullptr,
+      enqueue_block(be, w_.trunk[j], s_.h, s_.block, nullptr,
                     attend_through(be, cache, i, static_cast<int>(j), store));
     be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
     be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);

@@ -49,16 +49,23 @@ class CameraHead {
   // A cache shaped for this head; `dtype` is the storage dtype the backend wants.
   CameraCache make_cache(Backend& backend, int iterations = 4, DType dtype = DType::F32) const;
 
+  // For the memory preflight: what load reads; what make_cache's cache reserves once `frames`
+  // frames are stored; the scratch of a call over `frames` frames.
+  static ParamCount parameters(const CameraHeadConfig& cfg);
+  static size_t cache_bytes_for(const CameraHeadConfig& cfg, int iterations, DType dtype,
+                                int64_t frames, const CameraCacheLimit& limit);
+  static size_t scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames, DType cache_dtype);
+
   // camera_tokens [S, dim_in] on the backend: token 0 of every frame of the last emitted layer.
   // store = true (phase 1, keyframes) appends this call's K/V to the cache before attending;
   // store = false attends to the cache plus the current frames and leaves the cache unchanged.
   // Returns host F32 pose_enc [S, 9] of the last iteration, FoV entries ReLU'd.
-  Tensor forward(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
-                 int iterations = 4);
+  Tensor run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+             int iterations = 4);
   // The same, queued only: returns the raw pose [S, 9] on the backend (valid until the next
   // call); apply_pose_activation finishes a host copy of it.
-  const Tensor& run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
-                    int iterations = 4);
+  const Tensor& enqueue(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
+                        int iterations = 4);
   static void apply_pose_activation(float* pose, int64_t frames, int64_t pose_dim = 9);
 
  private:

@@ -2,12 +2,26 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "weights/tensor_map.h"
 
 namespace lingbot {
+
+// Parameters of a model part by storage dtype, for the memory preflight.
+struct ParamCount {
+  size_t compute = 0;  // stored in ModelConfig::compute (the transformer matrices)
+  size_t f32 = 0;      // everything else
+  size_t total() const { return compute + f32; }
+  size_t bytes(DType compute_dtype) const { return compute * dtype_size(compute_dtype) + f32 * 4; }
+  ParamCount& operator+=(const ParamCount& o) {
+    compute += o.compute;
+    f32 += o.f32;
+    return *this;
+  }
+};
 
 struct ModelConfig {
   std::string arch = "lingbot-map";

@@ -1,10 +1,12 @@
 #include "model/depth_head.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/scratch.h"
 #include "lingbot/error.h"
 #include "util/profile.h"
 
@@ -117,6 +119,63 @@ void DepthHead::load(WeightLoader& loader, const DepthHeadConfig& cfg) {
   plan_ = Plan{};
 }
 
+namespace {
+
+// Pyramid level l: 4x, 2x, 1x the patch grid, then a stride-2 conv (rounding up).
+std::array<int64_t, 4> level_sizes(int64_t patches) {
+  return {4 * patches, 2 * patches, patches, (patches - 1) / 2 + 1};
+}
+
+}  // namespace
+
+ParamCount DepthHead::parameters(const DepthHeadConfig& cfg) {
+  const int64_t f = cfg.features, d = cfg.dim_in, hid = cfg.head_hidden, out = cfg.out_dim;
+  const auto& o = cfg.out_channels;
+  int64_t n = 2 * d;                                   // norm
+  for (int64_t ch : o) n += ch * d + ch + f * ch * 9;  // projects, layer_rn (no bias)
+  n += o[0] * o[0] * 16 + o[0] + o[1] * o[1] * 4 + o[1] + o[3] * o[3] * 9 + o[3];  // resize
+  n += 14 * (9 * f * f + f);   // refinenets 1-3 have two residual units, refinenet4 one
+  n += 4 * (f * f + f);        // out_conv of each refinenet
+  n += f / 2 * f * 9 + f / 2;  // output_conv1
+  n += hid * (f / 2) * 9 + hid + out * hid + out;  // output_conv2
+  return {.compute = 0, .f32 = static_cast<size_t>(n)};
+}
+
+size_t DepthHead::plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {
+  const int64_t p = cfg.patch, f = cfg.features, ph = H / p, pw = W / p, np = ph * pw, hw = H * W;
+  const auto& c = cfg.out_channels;
+  const auto lh = level_sizes(ph), lw = level_sizes(pw);
+  int64_t n = np * cfg.dim_in;  // xn
+  for (int l = 0; l < 4; ++l) {
+    n += 3 * c[l] * np;          // pos, rows, proj
+    n += 3 * f * lh[l] * lw[l];  // r, tmp1, tmp2
+    const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
+    n += 2 * f * oh * ow;  // up, fused
+  }
+  n += c[0] * lh[0] * lw[0] + c[1] * lh[1] * lw[1] + c[3] * lh[3] * lw[3];  // resized
+  n += f / 2 * 4 * lh[0] * lw[0];                                           // o1
+  n += 2 * (f / 2) * hw + cfg.head_hidden * hw + cfg.out_dim * hw;  // o1_up, pos_out, o2, logits
+  return static_cast<size_t>(n) * 4;
+}
+
+size_t DepthHead::scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {
+  const int64_t p = cfg.patch, f = cfg.features, np = (H / p) * (W / p);
+  const auto& c = cfg.out_channels;
+  const auto lh = level_sizes(H / p), lw = level_sizes(W / p);
+  int64_t most = 0;
+  auto take = [&](int64_t floats) { most = std::max(most, floats); };
+  for (int l = 0; l < 4; ++l) {
+    take(scratch::conv2d_floats(c[l], 3, lh[l] * lw[l]));  // layer_rn
+    take(scratch::conv2d_floats(f, 3, lh[l] * lw[l]));     // residual units
+  }
+  take(scratch::conv2d_floats(c[3], 3, lh[3] * lw[3]));   // resize_layers.3
+  take(scratch::conv2d_floats(f, 3, 4 * lh[0] * lw[0]));  // output_conv1
+  take(scratch::conv2d_floats(f / 2, 3, H * W));          // output_conv2.0
+  take(scratch::conv_transpose2d_floats(c[0], 4, np));    // resize_layers.0
+  take(scratch::conv_transpose2d_floats(c[1], 2, np));    // resize_layers.1
+  return static_cast<size_t>(most) * 4;
+}
+
 void DepthHead::plan_for(Backend& be, int H, int W) {
   if (plan_.H == H && plan_.W == W) return;
   const int64_t p = cfg_.patch, f = cfg_.features;
@@ -130,9 +189,7 @@ void DepthHead::plan_for(Backend& be, int H, int W) {
   pl.ph = H / p;
   pl.pw = W / p;
   const int64_t ph = pl.ph, pw = pl.pw, np = ph * pw;
-  // Pyramid level l: 4×, 2×, 1× the patch grid, then a stride-2 conv (rounding up).
-  const std::array<int64_t, 4> lh{4 * ph, 2 * ph, ph, (ph - 1) / 2 + 1};
-  const std::array<int64_t, 4> lw{4 * pw, 2 * pw, pw, (pw - 1) / 2 + 1};
+  const std::array<int64_t, 4> lh = level_sizes(ph), lw = level_sizes(pw);
   auto f32 = [&](const Shape& s) { return be.alloc(s, DType::F32); };
 
   const double aspect = static_cast<double>(W) / static_cast<double>(H);
@@ -229,17 +286,17 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   be.download_async(c, conf);
 }
 
-DepthOutput DepthHead::forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
+DepthOutput DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
   const int64_t frames = layers[0].dim(0);
   DepthOutput out{Tensor::zeros({frames, H, W}), Tensor::zeros({frames, H, W})};
-  run(be, layers, H, W, out.depth.f32(), out.conf.f32());
+  enqueue(be, layers, H, W, out.depth.f32(), out.conf.f32());
   be.wait_fence(be.fence());
   return out;
 }
 
-void DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
-                    float* conf) {
-  LINGBOT_CHECK(w_.norm_w.defined(), "depth head: forward before load");
+void DepthHead::enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W,
+                        float* depth, float* conf) {
+  LINGBOT_CHECK(w_.norm_w.defined(), "depth head: used before load");
   plan_for(be, H, W);
   const int64_t frames = layers[0].dim(0), np = plan_.ph * plan_.pw;
   for (const Tensor& t : layers)

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/ops.h"
+#include "model/config.h"
 #include "model/weight_loader.h"
 
 namespace lingbot {
@@ -67,11 +68,17 @@ class DepthHead {
 
   // layers: the 4 emitted aggregator layers, each [S, T, dim_in] on the backend, patch tokens
   // last. H, W: image size, multiples of the patch size.
-  DepthOutput forward(Backend& be, const std::array<Tensor, 4>& layers, int H, int W);
+  DepthOutput run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W);
   // The same, queued only: depth and confidence of frame s land at depth + s*H*W and
   // conf + s*H*W (host memory from Backend::alloc_host) once a later fence has passed.
-  void run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
-           float* conf);
+  void enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
+               float* conf);
+
+  // For the memory preflight: what load reads; the plan for H x W images (kept while that size
+  // runs); the largest scratch one of its convolutions asks of the backend.
+  static ParamCount parameters(const DepthHeadConfig& cfg);
+  static size_t plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
+  static size_t scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
 
  private:
   // Buffers and positional embeddings for one frame at one resolution.

@@ -96,6 +96,30 @@ void DinoTrunk::load(WeightLoader& w, const ModelConfig& cfg) {
   norm_b_ = w.get(pre + "norm.bias", {c});
 }
 
+ParamCount DinoTrunk::parameters(const ModelConfig& cfg) {
+  const int64_t c = cfg.dim, p = cfg.patch;
+  ParamCount n;
+  // cls, registers, pos_embed (1 + G*G), patch bias, final norm; the mask token is not read.
+  n.f32 = static_cast<size_t>(c * (1 + cfg.registers + 1 + cfg.pos_grid * cfg.pos_grid + 1 + 2));
+  n.compute = static_cast<size_t>(c * 3 * p * p);
+  for (int64_t i = 0; i < cfg.dino_depth; ++i)
+    n += BlockWeights::parameters(c, c * cfg.mlp_ratio, 0);
+  return n;
+}
+
+size_t DinoTrunk::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height, int64_t width) {
+  const int64_t p = cfg.patch, c = cfg.dim, np = (height / p) * (width / p);
+  const int64_t nd = 1 + cfg.registers + np;
+  const size_t e = dtype_size(cfg.compute);
+  const size_t rows = static_cast<size_t>(s * np * 3 * p * p);
+  size_t b = rows * 4 + (cfg.compute != DType::F32 ? rows * e : 0);  // rows, rows_c
+  b += static_cast<size_t>(s * np * c) * e;                          // patches
+  b += static_cast<size_t>(s * nd * c) * 4 * 2;                      // x, out
+  b += BlockBuffers::bytes_for(s * nd, c, c * cfg.mlp_ratio, cfg.compute);
+  b += static_cast<size_t>(nd * c) * 4;  // the position table of this size
+  return b;
+}
+
 const Tensor& DinoTrunk::position_table(Backend& b, int64_t gh, int64_t gw) {
   auto key = std::make_pair(gh, gw);
   auto it = pos_tables_.find(key);
@@ -110,7 +134,7 @@ const Tensor& DinoTrunk::position_table(Backend& b, int64_t gh, int64_t gw) {
   return pos_tables_[key] = b.upload(t, DType::F32);
 }
 
-const Tensor& DinoTrunk::forward(Backend& b, const Tensor& images) {
+const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
   const int64_t s = images.dim(0), p = cfg_.patch, c = cfg_.dim, r = cfg_.registers;
   const int64_t gh = images.dim(2) / p, gw = images.dim(3) / p, np = gh * gw, nd = 1 + r + np;
   Work& wk = work_[{s, nd}];
@@ -133,16 +157,23 @@ const Tensor& DinoTrunk::forward(Backend& b, const Tensor& images) {
   b.add(wk.x, position_table(b, gh, gw));
   Tensor x = wk.x.reshape({s * nd, c});
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+  // Each frame attends to its own tokens, in the same buffers in every block: one plan.
+  const int64_t h = cfg_.heads, d = cfg_.head_dim();
+  Tensor k4 = wk.buf.k.reshape({s, nd, h, d}), v4 = wk.buf.v.reshape({s, nd, h, d});
+  std::vector<std::vector<KVSegment>> frames(s);
+  for (int64_t f = 0; f < s; ++f)
+    frames[f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(nd)}};
+  b.plan_attention(frames);
   AttendFn per_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
-    const int64_t h = cfg_.heads, d = cfg_.head_dim();
-    Tensor q4 = q.reshape({s, nd, h, d}), k4 = k.reshape({s, nd, h, d}),
-           v4 = v.reshape({s, nd, h, d}), o4 = out.reshape({s, nd, h, d});
+    LINGBOT_CHECK(k.raw() == wk.buf.k.raw() && v.raw() == wk.buf.v.raw(),
+                  "dino: attention outside the planned buffers");
+    Tensor q4 = q.reshape({s, nd, h, d}), o4 = out.reshape({s, nd, h, d});
     for (int64_t f = 0; f < s; ++f) {
       Tensor of = o4[f];
-      b.attention(q4[f], {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(nd)}}, scale, of);
+      b.attention_planned(q4[f], static_cast<int>(f), scale, of);
     }
   };
-  for (auto& blk : blocks_) block_forward(b, blk, x, wk.buf, nullptr, per_frame);
+  for (auto& blk : blocks_) enqueue_block(b, blk, x, wk.buf, nullptr, per_frame);
   b.layer_norm(wk.x, &norm_w_, &norm_b_, 1e-6f, wk.out);
   return wk.out;
 }

@@ -21,9 +21,15 @@ class DinoTrunk {
   void load(WeightLoader& w, const ModelConfig& cfg);
   // images [S, 3, H, W] normalized, on the backend. Returns [S, 5 + Np, C] after the final
   // norm (cls, registers, patches); the caller keeps the patch rows.
-  const Tensor& forward(Backend& b, const Tensor& images);
+  const Tensor& enqueue(Backend& b, const Tensor& images);
 
   void release_buffers() { work_.clear(); }  // activations kept per call shape
+
+  // For the memory preflight: what load reads, and what a call over `frames` frames of
+  // height x width allocates (and keeps for that shape).
+  static ParamCount parameters(const ModelConfig& cfg);
+  static size_t work_bytes_for(const ModelConfig& cfg, int64_t frames, int64_t height,
+                               int64_t width);
 
  private:
   const Tensor& position_table(Backend& b, int64_t gh, int64_t gw);

@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include <algorithm>
+
+#include "backend/scratch.h"
 #include "lingbot/error.h"
 #include "util/profile.h"
 
@@ -28,17 +31,8 @@ void normalize_into(const Tensor& images01, float* out) {
 Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
     : backend_(backend), cfg_(config) {
   aggregator_.load(weights, cfg_);
-  CameraHeadConfig cam;
-  cam.dim_in = cam.dim = 2 * cfg_.dim;
-  cam.heads = cfg_.camera_heads;
-  cam.matrices = cfg_.compute;
-  camera_.load(weights, cam);
-  DepthHeadConfig dpt;
-  dpt.dim_in = 2 * cfg_.dim;
-  dpt.features = cfg_.dpt_features;
-  dpt.out_channels = cfg_.dpt_out;
-  dpt.patch = static_cast<int>(cfg_.patch);
-  depth_.load(weights, dpt);
+  camera_.load(weights, camera_head_config(cfg_));
+  depth_.load(weights, depth_head_config(cfg_));
   weights.finish();
   // The reference runs its depth head's convolutions on TF32 tensor cores (PyTorch's cuDNN
   // default); the reduced-precision mode goes one step further (bf16 inputs for the 3x3
@@ -47,7 +41,60 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
 }
 
 CameraCache Model::make_camera_cache(int iterations) const {
-  return camera_.make_cache(backend_, iterations, DType::F32);
+  return camera_.make_cache(backend_, iterations, kCameraCacheDtype);
+}
+
+CameraHeadConfig Model::camera_head_config(const ModelConfig& config) {
+  CameraHeadConfig cam;
+  cam.dim_in = cam.dim = 2 * config.dim;
+  cam.heads = config.camera_heads;
+  cam.matrices = config.compute;
+  return cam;
+}
+
+DepthHeadConfig Model::depth_head_config(const ModelConfig& config) {
+  DepthHeadConfig dpt;
+  dpt.dim_in = 2 * config.dim;
+  dpt.features = config.dpt_features;
+  dpt.out_channels = config.dpt_out;
+  dpt.patch = static_cast<int>(config.patch);
+  return dpt;
+}
+
+ParamCount Model::parameters(const ModelConfig& config) {
+  ParamCount n = Aggregator::parameters(config);
+  n += CameraHead::parameters(camera_head_config(config));
+  n += DepthHead::parameters(depth_head_config(config));
+  return n;
+}
+
+size_t Model::work_bytes_for(const ModelConfig& config, int64_t height, int64_t width,
+                             int64_t first_step_frames) {
+  const int64_t s1 = std::max<int64_t>(first_step_frames, 1);
+  const DepthHeadConfig dpt = depth_head_config(config);
+  size_t b = 0;
+  for (int64_t s : {s1, int64_t{1}}) {
+    b += Aggregator::work_bytes_for(config, s, height, width);
+    b += static_cast<size_t>(s * 3 * height * width) * 4;  // the normalized frames
+  }
+  // The camera head keeps one scratch, sized for the larger call, and its input tokens.
+  b += CameraHead::scratch_bytes_for(camera_head_config(config), s1, kCameraCacheDtype);
+  b += static_cast<size_t>(s1 * 2 * config.dim) * 4;
+  b += DepthHead::plan_bytes_for(dpt, height, width);
+  // The backend's grow-only scratch block holds its largest request: a depth-head convolution
+  // or the split attention of a streamed frame. And the GEMM workspace.
+  const int64_t tokens =
+      ModelConfig::kSpecialTokens + (height / config.patch) * (width / config.patch);
+  b += std::max(
+      DepthHead::scratch_bytes_for(dpt, height, width),
+      static_cast<size_t>(scratch::attention_floats(tokens, config.heads, config.head_dim())) * 4);
+  return b + scratch::kGemmWorkspaceBytes;
+}
+
+size_t Model::camera_cache_bytes_for(const ModelConfig& config, int iterations, int64_t frames,
+                                     const CameraCacheLimit& limit) {
+  return CameraHead::cache_bytes_for(camera_head_config(config), iterations, kCameraCacheDtype,
+                                     frames, limit);
 }
 
 Model::Output Model::run(SequenceState& seq, const Tensor& images01, StepMode mode) {
@@ -94,7 +141,7 @@ void Model::enqueue(SequenceState& seq, const Tensor& images01, StepMode mode) {
   try {
     seq.begin(s, mode);
     backend_.upload_into(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), slot.images);
-    layers_ = &aggregator_.forward(backend_, slot.images, seq.kv(), seq.scale_frames());
+    layers_ = &aggregator_.enqueue(backend_, slot.images, seq.kv(), seq.scale_frames());
     const auto& layers = *layers_;
     // The camera head reads token 0 (the camera token) of the last emitted layer.
     const int64_t c2 = layers[3].dim(2);
@@ -106,14 +153,14 @@ void Model::enqueue(SequenceState& seq, const Tensor& images01, StepMode mode) {
     }
     {
       ProfileScope ps(backend_, "camera head");
-      const Tensor& pose = camera_.run(backend_, cam_tokens_, seq.camera(), seq.stores_camera(),
-                                       seq.config().camera_iterations);
+      const Tensor& pose = camera_.enqueue(backend_, cam_tokens_, seq.camera(), seq.stores_camera(),
+                                           seq.config().camera_iterations);
       backend_.download_async(pose, slot.pose.f32());
     }
     {
       ProfileScope ps(backend_, "depth head");
-      depth_.run(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
-                 slot.conf.f32());
+      depth_.enqueue(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
+                     slot.conf.f32());
     }
     backend_.end_step();
   } catch (...) {

@@ -39,12 +39,26 @@ class Model {
 
   CameraCache make_camera_cache(int iterations) const;
 
+  // The heads' configurations in a model of `config`.
+  static CameraHeadConfig camera_head_config(const ModelConfig& config);
+  static DepthHeadConfig depth_head_config(const ModelConfig& config);
+  // For the memory preflight, each part reporting its own: the parameters the model reads; the
+  // device memory its steps on height x width frames keep, backend scratch included
+  // (`first_step_frames`: the sequence's first step, whose buffers stay allocated beside those
+  // of the one-frame steps); what make_camera_cache's cache reserves for `frames` frames.
+  static ParamCount parameters(const ModelConfig& config);
+  static size_t work_bytes_for(const ModelConfig& config, int64_t height, int64_t width,
+                               int64_t first_step_frames);
+  static size_t camera_cache_bytes_for(const ModelConfig& config, int iterations, int64_t frames,
+                                       const CameraCacheLimit& limit);
+
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() const { return backend_; }
   // The emitted aggregator layers of the last call (for parity tests).
   const std::array<Tensor, 4>& last_layers() const { return *layers_; }
 
  private:
+  static constexpr DType kCameraCacheDtype = DType::F32;
   Backend& backend_;
   ModelConfig cfg_;
   Aggregator aggregator_;

@@ -13,9 +13,6 @@
 
 namespace lingbot {
 
-// Parameters the model reads (the DINO mask token, unused at inference, is not counted).
-size_t count_parameters(const ModelConfig& config);
-
 // Frames a sequence of `frames` frames leaves in the caches: the scale frames plus the
 // keyframes among the rest under stream.keyframe_interval.
 int64_t stored_frames(int64_t frames, const StreamOptions& stream);
@@ -30,8 +27,8 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
 // - predictions.safetensors: depth and confidence (F32 [H, W] each), pose_enc, c2w, w2c and
 //   intrinsics of every frame, collected until the end (windowed: the stitched result, plus the
 //   two windows being aligned, each held whole);
-// - the GLB export: every frame's points (16 bytes each; every point of the --point-stride grid,
-//   i.e. all of them above the confidence threshold) and its camera, until the end;
+// - the GLB export: every frame's points (16 bytes each; every point of the stride grid of its
+//   PointOptions, i.e. all of them above the confidence threshold) and its camera, until the end;
 // - the video timestamps of the TUM trajectory (8 bytes a frame);
 // and what the pipelined session holds on the host whatever the length: its two result slots
 // (normalized input, depth and confidence of up to a phase-1 call each: scale frames), the
@@ -42,20 +39,17 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
 size_t estimate_result_memory(const ResultOutputs& results, int64_t height, int64_t width,
                               int64_t frames, int64_t scale_frames, int64_t window_frames = 0);
 
-// One line for a run that does not fit in `available` bytes: the numbers, and the mildest change
-// of each knob (scale frames, window, keyframe interval, input width) that would make it fit,
-// and the largest --max-special-frames that would, when the special stream and the camera caches
-// grow with the run. The arguments after `available` are those the estimate was made with.
-std::string explain_shortfall(const SettingNames& names, const MemoryEstimate& need,
-                              size_t available, const ModelConfig& config, DType compute,
-                              int64_t height, int64_t width, int64_t frames,
-                              const StreamOptions& stream, const ResultOutputs* results = nullptr);
+// For a run that does not fit in `available` bytes: the mildest change of each setting (window,
+// keyframe interval, scale frames, input width) that would make it fit on its own, and the
+// largest special-frame cap that would, when the special stream and the camera caches grow with
+// the run. The other arguments are those the estimate was made with.
+MilderSettings milder_settings(const ModelConfig& config, DType compute, int64_t height,
+                               int64_t width, int64_t frames, const StreamOptions& stream,
+                               const ResultOutputs* results, size_t available);
 
-// For --dry-run of a run that fits (or whose device memory is unknown): a line when what grows
-// with the sequence and a special-frame cap would bound (the special stream and the camera
-// caches) is more than half of the estimate, else "".
-std::string growth_note(const SettingNames& names, const MemoryEstimate& m,
-                        const StreamOptions& stream);
+// What grows with the sequence and a special-frame cap would bound (the special stream and the
+// camera caches) when it is more than half of the estimate and no cap is set, else 0.
+size_t unbounded_growth(const MemoryEstimate& m, const StreamOptions& stream);
 
 // Windowed mode resets the session before every window, so the caches never hold more than one
 // window: the peak is that of the longest window, however long the sequence, and the special
@@ -68,19 +62,16 @@ int64_t longest_window(int64_t frames, const WindowedOptions& options);
 // threshold windows follow the motion but still close at window_size cached frames.
 int64_t window_cached_frames(int64_t frames, const WindowedOptions& options);
 // (window_stream_options, the options each window is streamed with, is in stream/windowed.h.)
-// ", windowed: 4 windows of up to 64 frames, 64 frames cached per window", for --dry-run.
-std::string describe_windows(int64_t frames, const WindowedOptions& options);
 // `results`: as estimate_memory's; windowed results cover the whole sequence.
 MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute, int64_t height,
                                         int64_t width, int64_t frames,
                                         const WindowedOptions& options,
                                         const ResultOutputs* results = nullptr);
-// As explain_shortfall, with the knobs of windowed mode: window size, sliding window, special-frame
-// cap, input width.
-std::string explain_windowed_shortfall(const SettingNames& names, const MemoryEstimate& need,
-                                       size_t available, const ModelConfig& config, DType compute,
-                                       int64_t height, int64_t width, int64_t frames,
-                                       const WindowedOptions& options,
-                                       const ResultOutputs* results = nullptr);
+// As milder_settings, with the settings of windowed mode: window size, sliding window (in
+// `window`), input width, special-frame cap.
+MilderSettings milder_windowed_settings(const ModelConfig& config, DType compute, int64_t height,
+                                        int64_t width, int64_t frames,
+                                        const WindowedOptions& options,
+                                        const ResultOutputs* results, size_t available);
 
 }  // namespace lingbot

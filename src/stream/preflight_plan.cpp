@@ -20,32 +20,33 @@ DType planned_compute(const EngineOptions& o) {
 
 }  // namespace
 
-Preflight preflight(const RunPlan& p, const SettingNames& names) {
+Preflight preflight(const RunPlan& p) {
   const ModelConfig config = planned_config(p.engine);
-  const DType compute = planned_compute(p.engine);
   Preflight r;
+  r.compute = planned_compute(p.engine);
   if (p.windowed) {
-    r.need = estimate_windowed_memory(config, compute, p.height, p.width, p.frames, *p.windowed,
+    r.need = estimate_windowed_memory(config, r.compute, p.height, p.width, p.frames, *p.windowed,
                                       &p.results);
-    r.cached = describe_windows(p.frames, *p.windowed);
+    r.cached_frames = window_cached_frames(p.frames, *p.windowed);
+    if (p.windowed->flow_threshold <= 0) {
+      r.windows = static_cast<int64_t>(plan_windows(p.frames, *p.windowed).size());
+      r.window_frames = longest_window(p.frames, *p.windowed);
+    }
   } else {
-    r.need = estimate_memory(config, compute, p.height, p.width, p.frames, p.stream, &p.results);
-    r.cached = ", " + std::to_string(stored_frames(p.frames, p.stream)) + " frames cached";
-    r.note = growth_note(names, r.need, p.stream);  // windowed runs are bounded per window
+    r.need = estimate_memory(config, r.compute, p.height, p.width, p.frames, p.stream, &p.results);
+    r.cached_frames = stored_frames(p.frames, p.stream);
+    r.unbounded_growth = unbounded_growth(r.need, p.stream);  // windows are bounded per window
   }
-  r.summary = std::to_string(p.frames) + " frames at " + std::to_string(p.width) + "x" +
-              std::to_string(p.height) + " (" + dtype_name(compute) + ")";
   return r;
 }
 
-std::string explain_shortfall(const SettingNames& names, const RunPlan& p,
-                              const MemoryEstimate& need, size_t available) {
+MilderSettings milder_settings(const RunPlan& p, size_t available) {
   const ModelConfig config = planned_config(p.engine);
   const DType compute = planned_compute(p.engine);
-  return p.windowed ? explain_windowed_shortfall(names, need, available, config, compute, p.height,
-                                                 p.width, p.frames, *p.windowed, &p.results)
-                    : explain_shortfall(names, need, available, config, compute, p.height, p.width,
-                                        p.frames, p.stream, &p.results);
+  return p.windowed ? milder_windowed_settings(config, compute, p.height, p.width, p.frames,
+                                               *p.windowed, &p.results, available)
+                    : milder_settings(config, compute, p.height, p.width, p.frames, p.stream,
+                                      &p.results, available);
 }
 
 }  // namespace lingbot

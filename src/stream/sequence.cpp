@@ -43,6 +43,16 @@ SequenceState::SequenceState(const Model& model, const SequenceConfig& config)
   camera_.set_limit(cfg_.camera_limit);
 }
 
+SequenceBytes SequenceState::bytes_for(const ModelConfig& model, const SequenceConfig& config,
+                                       int64_t stored) {
+  SequenceBytes b;
+  b.kv = PagedKVCache::bytes_for(config.kv, stored);
+  b.special_stream = b.kv - PagedKVCache::bytes_for(config.kv, 0);  // less the page pool
+  b.camera =
+      Model::camera_cache_bytes_for(model, config.camera_iterations, stored, config.camera_limit);
+  return b;
+}
+
 void SequenceState::begin(int64_t frames, StepMode mode) {
   LINGBOT_CHECK(!open_, "a step began before the previous one was queued or decided");
   // Trimming waits for a step boundary, so that a tentative frame can still be rolled back.

@@ -54,11 +54,23 @@ enum class StepMode {
               // eviction held back, then decide(keep)
 };
 
+// What a sequence's caches reserve, for the memory preflight.
+struct SequenceBytes {
+  size_t kv = 0;              // the paged KV cache, all global layers, special stream included
+  size_t special_stream = 0;  // part of kv: the evicted frames' special tokens
+  size_t camera = 0;          // the camera head's caches
+};
+
 class SequenceState {
  public:
   SequenceState(const Model& model, const SequenceConfig& config);
   SequenceState(const SequenceState&) = delete;
   SequenceState& operator=(const SequenceState&) = delete;
+
+  // What the caches of a sequence of `config` on a model of `model` reserve once `stored` frames
+  // are stored (scale frames and keyframes).
+  static SequenceBytes bytes_for(const ModelConfig& model, const SequenceConfig& config,
+                                 int64_t stored);
 
   const SequenceConfig& config() const { return cfg_; }
   PagedKVCache& kv() { return kv_; }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend_bad_calls.h"
 #include "cache/kv_stream.h"
 #include "lingbot/error.h"
 #include "test_util.h"
@@ -255,6 +256,58 @@ TEST(GpuOps, LinearBF16MatchesCpu) {
   Tensor yb = poisoned({19, 40}, DType::BF16);
   gpu().linear(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), nullptr, yb, Act::SiLU);
   EXPECT_LT(rel_err(yb, want), kTolBF16);
+}
+
+// y += x w^T + b: the residual update of a block. y starts from random values (an accumulating
+// op cannot be poisoned); a missing product or bias shows as a difference from the CPU.
+TEST(GpuOps, LinearAddMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  const LinearCase cases[] = {
+      {{1, 64}, 32}, {{37, 96}, 200}, {{3, 65, 256}, 72}, {{131, 1024}, 40}};
+  for (const auto& c : cases) {
+    // (weight, output, bias) dtypes: bf16 products into an F32 residual (the model), into a bf16
+    // one, F32 throughout, and an F32 weight into a bf16 output (through an F32 temporary).
+    const DType combos[][3] = {{DType::BF16, DType::F32, DType::F32},
+                               {DType::BF16, DType::BF16, DType::F32},
+                               {DType::F32, DType::F32, DType::F32},
+                               {DType::F32, DType::BF16, DType::BF16}};
+    for (const auto& dt : combos) {
+      for (bool bias : {false, true}) {
+        const DType wdt = dt[0], ydt = dt[1], bdt = dt[2];
+        const int64_t k = c.x.back(), m = shape_numel(c.x) / k;
+        SCOPED_TRACE(shape_str(c.x) + " n=" + std::to_string(c.n) + " w=" + dtype_name(wdt) +
+                     " y=" + dtype_name(ydt) + (bias ? " bias=" : " no bias") +
+                     (bias ? dtype_name(bdt) : ""));
+        Tensor x = round_to(rng.tensor(c.x), wdt),
+               w = round_to(rng.tensor({c.n, k}, -.2f, .2f), wdt);
+        Tensor b = round_to(rng.tensor({c.n}), bdt);
+        Tensor y0 = round_to(rng.tensor({m, c.n}, -4.f, 4.f), ydt);
+        Tensor want = Tensor::zeros({m, c.n});
+        cpu().copy(y0, want);
+        cpu().linear_add(x, w, bias ? &b : nullptr, want);
+        Tensor gb = gpu().upload(b, bdt);
+        Tensor y = gpu().upload(y0, ydt);
+        gpu().linear_add(gpu().upload(x, wdt), gpu().upload(w, wdt), bias ? &gb : nullptr, y);
+        EXPECT_LT(rel_err(y, want), ydt == DType::F32 ? kTolF32 : kTolBF16);
+      }
+    }
+  }
+  // linear_add equals linear followed by add, in F32.
+  Tensor x = rng.tensor({29, 48}), w = rng.tensor({33, 48}), b = rng.tensor({33});
+  Tensor y0 = rng.tensor({29, 33});
+  Tensor want = Tensor::zeros({29, 33});
+  cpu().linear(x, w, &b, want, Act::None);
+  cpu().add(want, y0);
+  Tensor got = Tensor::zeros({29, 33});
+  cpu().copy(y0, got);
+  cpu().linear_add(x, w, &b, got);
+  EXPECT_LT(test::compare(got, want).relative(), kTolF32);
+  Tensor bad = gpu().alloc({29, 34}, DType::F32);
+  EXPECT_THROW(
+      gpu().linear_add(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), nullptr, bad),
+      Error);
 }
 
 TEST(GpuOps, LayerNormMatchesCpu) {
@@ -783,6 +836,62 @@ TEST(GpuOps, RecordedStepsMatchDirectExecution) {
   EXPECT_EQ(g.download(t).f32()[7], 3.f);
 }
 
+// One plan of several lists (different storage, different segment layouts), each run by
+// attention_planned: the same result as attention() over that list, outside a step, in a step
+// and in a recorded step, and the CPU's default plan agrees within the bf16 tolerance.
+TEST(GpuOps, AttentionPlanServesEveryLayer) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  Backend& g = gpu();
+  const int h = 3, d = 64;
+  const int64_t nq = 41;
+  std::vector<KvSet> layers;
+  layers.push_back(
+      make_kv(rng, h, d, DType::BF16, {{'p', 97}, {'p', 97}, {'s', 42, 6}, {'d', 41}}, 1.f));
+  layers.push_back(make_kv(rng, h, d, DType::BF16, {{'d', 1}, {'s', 6, 6}, {'d', 300}}, 2.f));
+  layers.push_back(make_kv(rng, h, d, DType::BF16, {{'p', 200}, {'d', 41}}, 1.f));
+  std::vector<std::vector<KVSegment>> dev_plan, host_plan;
+  for (const auto& l : layers) {
+    dev_plan.push_back(l.dev_segs);
+    host_plan.push_back(l.host_segs);
+  }
+  const float scale = 0.125f;
+  std::vector<Tensor> qs;
+  for (size_t l = 0; l < layers.size(); ++l)
+    qs.push_back(round_bf16(rng.tensor({nq, h, d}, -3.f, 3.f)));
+  std::vector<Tensor> want;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    Tensor o = poisoned({nq, h, d}, DType::F32);
+    g.attention(g.upload(qs[l], DType::BF16), dev_plan[l], scale, o);
+    want.push_back(g.download(o));
+  }
+  cpu().plan_attention(host_plan);
+  for (int mode = 0; mode < 3; ++mode) {  // 0 outside a step, 1 in a step, 2 recorded
+    SCOPED_TRACE("mode " + std::to_string(mode));
+    std::vector<Tensor> gq, out;
+    for (size_t l = 0; l < layers.size(); ++l) gq.push_back(g.upload(qs[l], DType::BF16));
+    for (size_t l = 0; l < layers.size(); ++l) out.push_back(poisoned({nq, h, d}, DType::F32));
+    g.synchronize();
+    if (mode > 0) g.begin_step(mode == 2);
+    g.plan_attention(dev_plan);
+    // Layers out of order, as nothing requires them in order.
+    for (int l : {2, 0, 1}) g.attention_planned(gq[l], l, scale, out[l]);
+    if (mode > 0) g.end_step();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      Tensor got = g.download(out[l]);
+      for (int64_t i = 0; i < got.numel(); ++i)
+        ASSERT_EQ(got.f32()[i], want[l].f32()[i]) << "layer " << l << " element " << i;
+      Tensor ref = Tensor::zeros({nq, h, d});
+      cpu().attention_planned(qs[l], static_cast<int>(l), scale, ref);
+      EXPECT_LT(test::compare(got, ref).relative(), kTolAttnBF16) << "layer " << l;
+    }
+  }
+  Tensor o = g.alloc({nq, h, d}, DType::F32);
+  EXPECT_THROW(g.attention_planned(g.upload(qs[0], DType::BF16), 3, scale, o), Error);
+  EXPECT_THROW(cpu().attention_planned(qs[0], -1, scale, o), Error);
+}
+
 TEST(GpuOps, AttentionF32LongPagedCache) {
   REQUIRE_GPU();
   Rng rng;
@@ -855,22 +964,31 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
   };
   const Case cases[] = {{{1, 32, 13, 17}, 7, 1, true},    {{2, 64, 20, 24}, 32, 1, false},
                         {{1, 128, 27, 36}, 256, 2, true}, {{1, 256, 15, 22}, 128, 1, true},
-                        {{1, 128, 54, 72}, 32, 1, true},  {{2, 32, 5, 3}, 70, 1, true}};
+                        {{1, 128, 54, 72}, 32, 1, true},  {{2, 32, 5, 3}, 70, 1, true},
+                        {{1, 64, 23, 29}, 200, 1, true},  {{1, 32, 130, 150}, 256, 1, true}};
   gpu().allow_fast_convolutions(true);
-  for (const auto& c : cases) {
-    const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
-    SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " s=" + std::to_string(c.stride));
-    Tensor x = round_to(rng.tensor(c.x), DType::BF16);
-    Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
-    Tensor b = rng.tensor({c.co});
-    Tensor want = Tensor::zeros({c.x[0], c.co, ho, wo});
-    cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, 1, want);
-    Tensor gb = gpu().upload(b, DType::F32);
-    Tensor y = poisoned(want.shape(), DType::F32);
-    gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
-                 c.stride, 1, y);
-    EXPECT_LT(rel_err(y, want), kTolF32);
-  }
+  // Every tile width on every case (the automatic choice takes 128 only for large layers).
+  for (const char* bn : {"auto", "32", "64", "128"})
+    for (const auto& c : cases) {
+      if (std::strcmp(bn, "auto") == 0)
+        unsetenv("LINGBOT_CONV_BN");
+      else
+        setenv("LINGBOT_CONV_BN", bn, 1);
+      const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
+      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
+                   " s=" + std::to_string(c.stride) + " BN " + bn);
+      Tensor x = round_to(rng.tensor(c.x), DType::BF16);
+      Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
+      Tensor b = rng.tensor({c.co});
+      Tensor want = Tensor::zeros({c.x[0], c.co, ho, wo});
+      cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, 1, want);
+      Tensor gb = gpu().upload(b, DType::F32);
+      Tensor y = poisoned(want.shape(), DType::F32);
+      gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
+                   c.stride, 1, y);
+      EXPECT_LT(rel_err(y, want), kTolF32);
+    }
+  unsetenv("LINGBOT_CONV_BN");
   gpu().allow_fast_convolutions(false);
 }
 
@@ -932,6 +1050,20 @@ TEST(GpuOps, ReportsBadShapes) {
   EXPECT_THROW(gpu().layer_norm(host, nullptr, nullptr, 1e-5f, y), Error);
   Tensor q = gpu().alloc({2, 1, 64}, DType::BF16), o = gpu().alloc({2, 1, 64}, DType::BF16);
   EXPECT_THROW(gpu().attention(q, {}, 0.125f, o), Error);
+}
+
+// The same bad calls give the same line as on the CPU (tests/unit/backend_checks_test.cpp).
+TEST(GpuOps, BadOperandsGiveTheCpuMessage) {
+  REQUIRE_GPU();
+  for (const test::BadCall& c : test::bad_calls()) {
+    SCOPED_TRACE(c.error);
+    try {
+      c.call(gpu());
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), c.error);
+    }
+  }
 }
 
 }  // namespace

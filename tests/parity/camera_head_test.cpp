@@ -46,7 +46,7 @@ Run stream(const test::TinyStream& fx, int keyframe_interval) {
     const bool store = call == 0 || (first - fx.scale_frames) % keyframe_interval == 0;
     const int64_t before = cache.rows();
     const Tensor tokens = be->upload(camera_tokens(fx.tokens(call, 3)), DType::F32);
-    const Tensor pose = head.forward(*be, tokens, cache, store, kIterations);
+    const Tensor pose = head.run(*be, tokens, cache, store, kIterations);
     EXPECT_EQ(cache.rows(), before + (store ? tokens.dim(0) : 0)) << "call " << call;
     std::memcpy(run.pose[first].raw(), pose.raw(), pose.nbytes());
   }
@@ -86,23 +86,23 @@ TEST(CameraHead, RollbackMatchesNonStoringCall) {
   CameraHead head;
   head.load(loader, fx.camera_config());
   CameraCache cache = head.make_cache(*be, kIterations);
-  head.forward(*be, camera_tokens(fx.tokens(0, 3)), cache, true);
+  head.run(*be, camera_tokens(fx.tokens(0, 3)), cache, true);
   const size_t in_use = cache.bytes_in_use();
   EXPECT_EQ(in_use, static_cast<size_t>(kIterations * 4 * 2 * fx.scale_frames * fx.dim_in()) *
                         sizeof(float));
   EXPECT_GE(cache.bytes_reserved(), in_use);
 
   const Tensor tokens = camera_tokens(fx.tokens(1, 3));
-  const Tensor looked = head.forward(*be, tokens, cache, false);
+  const Tensor looked = head.run(*be, tokens, cache, false);
   EXPECT_EQ(cache.rows(), fx.scale_frames);
-  const Tensor stored = head.forward(*be, tokens, cache, true);
+  const Tensor stored = head.run(*be, tokens, cache, true);
   EXPECT_EQ(cache.rows(), fx.scale_frames + 1);
   EXPECT_EQ(test::compare(looked, stored).max_abs_err, 0.0);
   cache.rollback_last_frame();
   EXPECT_EQ(cache.rows(), fx.scale_frames);
   EXPECT_EQ(cache.bytes_in_use(), in_use);
 
-  const Tensor again = head.forward(*be, tokens, cache, false);
+  const Tensor again = head.run(*be, tokens, cache, false);
   EXPECT_EQ(test::compare(looked, again).max_abs_err, 0.0);
   cache.reset();
   EXPECT_EQ(cache.rows(), 0);

@@ -30,7 +30,7 @@ void check_stream(const std::string& name) {
   for (int call = 0; call < fx.calls(); ++call) {
     std::array<Tensor, 4> layers;
     for (int l = 0; l < 4; ++l) layers[l] = be->upload(fx.tokens(call, l), DType::F32);
-    const DepthOutput out = head.forward(*be, layers, fx.H, fx.W);
+    const DepthOutput out = head.run(*be, layers, fx.H, fx.W);
     const int first = fx.first_frame(call), n = fx.frames_in(call);
     ASSERT_EQ(out.depth.dim(0), n);
     const test::Agreement d = test::compare(out.depth, want_depth.slice(first, first + n));

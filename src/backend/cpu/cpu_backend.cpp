@@ -9,7 +9,6 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gemm.h"
 #include "backend/ops.h"
-#include "lingbot/error.h"
 
 namespace lingbot {
 namespace {
@@ -33,11 +32,6 @@ inline float act_apply(float x, Act a) {
       return 1.0f + std::exp(x);
   }
   return x;
-}
-
-void check_f32(const Tensor& t, const char* what) {
-  LINGBOT_CHECK(t.defined() && t.dtype() == DType::F32 && t.device() == Device::CPU,
-                std::string("cpu backend: ") + what + " must be a host F32 tensor");
 }
 
 // Normalizes one row of n values (double accumulation) into `out`.
@@ -74,9 +68,11 @@ class CpuBackend final : public Backend {
   Tensor download(const Tensor& t) override {
     return t.dtype() == DType::F32 ? t : t.to(DType::F32);
   }
-  void copy(const Tensor& src, Tensor& dst) override {
-    LINGBOT_CHECK(src.numel() == dst.numel(),
-                  "copy: " + shape_str(src.shape()) + " into " + shape_str(dst.shape()));
+
+ protected:
+  bool handles(DType t) const override { return t == DType::F32; }
+
+  void do_copy(const Tensor& src, Tensor& dst) override {
     if (src.dtype() == dst.dtype()) {
       std::memmove(dst.raw(), src.raw(), src.nbytes());
     } else {
@@ -84,19 +80,10 @@ class CpuBackend final : public Backend {
       std::memcpy(dst.raw(), c.raw(), c.nbytes());
     }
   }
-  void fill(Tensor& t, float value) override {
-    check_f32(t, "fill target");
-    std::fill_n(t.f32(), t.numel(), value);
-  }
+  void do_fill(Tensor& t, float value) override { std::fill_n(t.f32(), t.numel(), value); }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
-    check_f32(x, "linear input");
-    check_f32(w, "linear weight");
-    check_f32(y, "linear output");
+  void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-    LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
-                  "linear: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
-                      ", output " + shape_str(y.shape()));
     cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 0.f, y.f32(), n);
     const float* bias = b ? b->f32() : nullptr;
     if (!bias && act == Act::None) return;
@@ -108,9 +95,20 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
-                  Tensor& y) override {
-    check_f32(x, "layer_norm input");
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    if (b) {
+      float* out = y.f32();
+      const float* bias = b->f32();
+#pragma omp parallel for schedule(static) if (m * n > kParallelWork)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) out[i * n + j] += bias[j];
+    }
+    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 1.f, y.f32(), n);
+  }
+
+  void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
+                     Tensor& y) override {
     const int64_t n = x.dim(-1), rows = x.numel() / n;
     const float* wp = w ? w->f32() : nullptr;
     const float* bp = b ? b->f32() : nullptr;
@@ -120,12 +118,8 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < rows; ++r) layer_norm_row(xp + r * n, n, wp, bp, eps, yp + r * n);
   }
 
-  void add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) override {
-    check_f32(x, "add target");
-    check_f32(y, "add operand");
+  void do_add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) override {
     const int64_t n = x.numel(), ny = y.numel(), c = x.dim(-1);
-    LINGBOT_CHECK(ny > 0 && n % ny == 0, "add: cannot broadcast " + shape_str(y.shape()) +
-                                             " onto " + shape_str(x.shape()));
     float* xp = x.f32();
     const float* yp = y.f32();
     const float* g = gamma ? gamma->f32() : nullptr;
@@ -137,17 +131,15 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void activate(Tensor& x, Act act) override {
-    check_f32(x, "activation");
+  void do_activate(Tensor& x, Act act) override {
     float* p = x.f32();
     const int64_t n = x.numel();
 #pragma omp parallel for schedule(static) if (n > kParallelWork)
     for (int64_t i = 0; i < n; ++i) p[i] = act_apply(p[i], act);
   }
 
-  void concat_last(const Tensor& a, const Tensor& b, Tensor& y) override {
+  void do_concat_last(const Tensor& a, const Tensor& b, Tensor& y) override {
     const int64_t ca = a.dim(-1), cb = b.dim(-1), m = a.numel() / ca;
-    LINGBOT_CHECK(b.numel() / cb == m && y.numel() == m * (ca + cb), "concat_last: shape mismatch");
     const float *ap = a.f32(), *bp = b.f32();
     float* yp = y.f32();
 #pragma omp parallel for schedule(static) if (y.numel() > kParallelWork)
@@ -157,9 +149,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void transpose_last2(const Tensor& x, Tensor& y) override {
+  void do_transpose_last2(const Tensor& x, Tensor& y) override {
     const int64_t c = x.dim(-1), r = x.dim(-2), batch = x.numel() / (r * c);
-    LINGBOT_CHECK(y.numel() == x.numel(), "transpose_last2: shape mismatch");
     const float* xp = x.f32();
     float* yp = y.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelWork)
@@ -168,12 +159,9 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < r; ++i) yp[(bi * c + j) * r + i] = xp[(bi * r + i) * c + j];
   }
 
-  void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
-                 Tensor& v) override {
-    check_f32(qkv, "qkv");
+  void do_split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
+                    Tensor& v) override {
     const int64_t h = q.dim(-2), d = q.dim(-1), m = q.numel() / (h * d);
-    LINGBOT_CHECK(qkv.numel() == m * 3 * h * d, "split_qkv: qkv " + shape_str(qkv.shape()) +
-                                                    " does not match q " + shape_str(q.shape()));
     const float* src = qkv.f32();
     float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
     const int64_t half = d / 2, quarter = d / 4;
@@ -216,30 +204,21 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
-                 Tensor& out) override {
-    check_f32(q, "attention query");
-    check_f32(out, "attention output");
+  void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
+                    Tensor& out) override {
     const int64_t h = q.dim(-2), d = q.dim(-1), nq = q.numel() / (h * d);
-    int64_t nk = 0;
-    for (auto& s : kv) nk += s.tokens;
-    LINGBOT_CHECK(nk > 0, "attention over an empty key set");
-    LINGBOT_CHECK(out.numel() == q.numel(), "attention: output " + shape_str(out.shape()) +
-                                                " does not match query " + shape_str(q.shape()));
     cpu::attention(q.f32(), nq, h, d, kv, scale, out.f32());
   }
 
-  void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype) override {
-    LINGBOT_CHECK(dtype == DType::F32, "cpu backend stores the KV cache in F32");
+  void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
+                   DType dtype) override {
     std::memcpy(k_dst, k.f32(), k.nbytes());
     std::memcpy(v_dst, v.f32(), v.nbytes());
   }
 
-  void patchify(const Tensor& img, int p, Tensor& rows) override {
-    check_f32(img, "patchify input");
+  void do_patchify(const Tensor& img, int p, Tensor& rows) override {
     const int64_t s = img.dim(0), c = img.dim(1), hh = img.dim(2), ww = img.dim(3);
     const int64_t gh = hh / p, gw = ww / p, kdim = c * p * p;
-    LINGBOT_CHECK(rows.numel() == s * gh * gw * kdim, "patchify: output shape mismatch");
     const float* x = img.f32();
     float* r = rows.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (rows.numel() > kParallelWork)
@@ -254,17 +233,11 @@ class CpuBackend final : public Backend {
         }
   }
 
-  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-              Tensor& y) override {
-    check_f32(x, "conv2d input");
+  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+                 Tensor& y) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
-    LINGBOT_CHECK(w.dim(1) == ci && y.dim(0) == n && y.dim(1) == co &&
-                      ho == (hi + 2 * pad - kh) / stride + 1 &&
-                      wo == (wi + 2 * pad - kw) / stride + 1,
-                  "conv2d: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
-                      ", output " + shape_str(y.shape()));
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
     std::vector<float> cols;
     const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
@@ -301,15 +274,10 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
-                        Tensor& y) override {
-    check_f32(x, "conv_transpose2d input");
+  void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
+                           Tensor& y) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(1), k = w.dim(2);
-    LINGBOT_CHECK(k == stride && w.dim(3) == k && w.dim(0) == ci && y.dim(1) == co &&
-                      y.dim(2) == hi * k && y.dim(3) == wi * k,
-                  "conv_transpose2d: kernel must equal stride; input " + shape_str(x.shape()) +
-                      ", weight " + shape_str(w.shape()) + ", output " + shape_str(y.shape()));
     // out[(co,a,b), pix] = sum_ci W[ci, (co,a,b)] * x[ci, pix]
     const int64_t npix = hi * wi, rows = co * k * k;
     std::vector<float> tmp(static_cast<size_t>(rows) * npix);
@@ -331,11 +299,9 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void upsample_bilinear(const Tensor& x, Tensor& y) override {
-    check_f32(x, "upsample input");
+  void do_upsample_bilinear(const Tensor& x, Tensor& y) override {
     const int64_t nc = x.dim(0) * x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
-    LINGBOT_CHECK(y.dim(0) * y.dim(1) == nc, "upsample_bilinear: channel mismatch");
     // align_corners: src = o * (in-1)/(out-1), the scale formed in float as PyTorch does.
     const float sh = ho > 1 ? static_cast<float>(hi - 1) / static_cast<float>(ho - 1) : 0.f;
     const float sw = wo > 1 ? static_cast<float>(wi - 1) / static_cast<float>(wo - 1) : 0.f;

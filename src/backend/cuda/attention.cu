@@ -439,36 +439,48 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
+void build_key_tables(const std::vector<const std::vector<KVSegment>*>& lists,
+                      std::vector<char>& bytes, std::vector<KeyTable>& tables) {
+  bytes.clear();
+  tables.clear();
+  for (const auto* list : lists) {
+    KeyTable t;
+    std::vector<int64_t> start;
+    std::vector<const void*> kp, vp;
+    for (const auto& s : *list) {
+      if (s.tokens <= 0) continue;
+      LINGBOT_CHECK(s.k && s.v, "attention: segment without K/V storage");
+      start.push_back(t.keys);
+      kp.push_back(s.k);
+      vp.push_back(s.v);
+      t.keys += s.tokens;
+      t.aligned16 = t.aligned16 && aligned16(s.k) && aligned16(s.v);
+    }
+    start.push_back(t.keys);
+    t.nseg = static_cast<int>(kp.size());
+    // Every entry is 8 bytes, so each table stays 8-byte aligned within the buffer.
+    const size_t at = bytes.size(), n = static_cast<size_t>(t.nseg);
+    bytes.resize(at + (n + 1) * sizeof(int64_t) + 2 * n * sizeof(void*));
+    std::memcpy(bytes.data() + at, start.data(), (n + 1) * sizeof(int64_t));
+    std::memcpy(bytes.data() + at + (n + 1) * sizeof(int64_t), kp.data(), n * sizeof(void*));
+    std::memcpy(bytes.data() + at + (n + 1) * sizeof(int64_t) + n * sizeof(void*), vp.data(),
+                n * sizeof(void*));
+    t.dev = reinterpret_cast<const char*>(at);
+    tables.push_back(t);
+  }
+}
+
 void attention(Context& ctx, const AttentionArgs& a) {
-  const auto& segs = *a.segments;
   LINGBOT_CHECK(a.dim > 0 && a.dim <= 256, "attention: head_dim must be in 1..256 on CUDA");
   LINGBOT_CHECK(a.heads > 0 && a.heads <= 65535, "attention: bad head count");
   if (a.nq <= 0) return;
-
-  // Table layout in one upload: start[n+1] (int64), then K and V pointers; empty segments are
-  // dropped so every table entry holds at least one key.
-  std::vector<int64_t> start;
-  std::vector<const void*> kp, vp;
-  int64_t nk = 0;
-  bool all_aligned = aligned16(a.q), kv_aligned = true;
-  for (const auto& s : segs) {
-    if (s.tokens <= 0) continue;
-    LINGBOT_CHECK(s.k && s.v, "attention: segment without K/V storage");
-    start.push_back(nk);
-    kp.push_back(s.k);
-    vp.push_back(s.v);
-    nk += s.tokens;
-    kv_aligned = kv_aligned && aligned16(s.k) && aligned16(s.v);
-  }
-  LINGBOT_CHECK(nk > 0, "attention over an empty key set");
-  start.push_back(nk);
-  const int n = static_cast<int>(kp.size());
-  std::vector<char> table((n + 1) * sizeof(int64_t) + 2 * n * sizeof(void*));
-  std::memcpy(table.data(), start.data(), (n + 1) * sizeof(int64_t));
-  std::memcpy(table.data() + (n + 1) * sizeof(int64_t), kp.data(), n * sizeof(void*));
-  std::memcpy(table.data() + (n + 1) * sizeof(int64_t) + n * sizeof(void*), vp.data(),
-              n * sizeof(void*));
-  char* dev = static_cast<char*>(ctx.stage(table.data(), table.size()));
+  const KeyTable& t = *a.keys;
+  LINGBOT_CHECK(t.keys > 0, "attention over an empty key set");
+  const int n = t.nseg;
+  const int64_t nk = t.keys;
+  const char* dev = t.dev;
+  bool all_aligned = aligned16(a.q);
+  const bool kv_aligned = t.aligned16;
 
   KernelArgs k{};
   k.q = a.q;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/device_utils.cuh"
+#include "backend/scratch.h"
 
 namespace lingbot::cuda::attn {
 
@@ -88,8 +89,8 @@ inline int env_int(const char* name, int fallback) {
 // leaving a mostly idle last wave, with a small charge per split for the merge traffic.
 inline int choose_splits(int64_t base_ctas, int64_t slots, int64_t tiles,
                          int64_t min_tiles_per_split) {
-  const int64_t max_splits =
-      std::max<int64_t>(1, std::min<int64_t>(64, tiles / min_tiles_per_split));
+  const int64_t max_splits = std::max<int64_t>(
+      1, std::min<int64_t>(scratch::kMaxAttentionSplits, tiles / min_tiles_per_split));
   int best = 1;
   double best_score = -1;
   for (int64_t s = 1; s <= max_splits; ++s) {

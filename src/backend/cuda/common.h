@@ -200,6 +200,19 @@ struct SplitQkvArgs {
 void split_qkv(const SplitQkvArgs& a, cudaStream_t s);
 
 // ---- attention.cu ----------------------------------------------------------------------------
+// A segment list as the kernels read it: a device table of start[n + 1] (int64, keys before
+// each segment, the total last), then the n K pointers and the n V pointers. Empty segments are
+// left out, so every entry holds at least one key.
+struct KeyTable {
+  const char* dev = nullptr;
+  int nseg = 0;
+  int64_t keys = 0;
+  bool aligned16 = true;  // every K/V pointer 16-byte aligned
+};
+// The host bytes of the tables of several lists, one after the other, and each table with its
+// byte offset in `dev` (to be rebased once the bytes are on the device).
+void build_key_tables(const std::vector<const std::vector<KVSegment>*>& lists,
+                      std::vector<char>& bytes, std::vector<KeyTable>& tables);
 struct AttentionArgs {
   const void* q = nullptr;  // [nq, heads, dim]
   Elt qkv_t = kBF16;        // dtype of q and of every segment's K/V
@@ -207,7 +220,7 @@ struct AttentionArgs {
   Elt out_t = kBF16;
   int nq = 0, heads = 0, dim = 0;
   float scale = 1.f;
-  const std::vector<KVSegment>* segments = nullptr;
+  const KeyTable* keys = nullptr;  // on the device for the work queued next
 };
 void attention(Context& ctx, const AttentionArgs& a);
 
@@ -238,12 +251,16 @@ struct ConvArgs {
 bool conv_supported(int64_t ci, int64_t kh, int64_t kw);
 // Bytes of the packed bf16 weights conv2d_bf16 needs in `packed`.
 size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw);
-void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, cudaStream_t s);
+// `sms`: the device's multiprocessors, for the tile choice. LINGBOT_CONV_BN=32|64|128 forces the
+// output channels per CTA (tests, measurements).
+void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, int sms, cudaStream_t s);
 
 // ---- gemm.cc ---------------------------------------------------------------------------------
-// Column-major D[m, n] = op(A)[m, k] . op(B)[k, n] (+ bias[m]) with an optional fused ReLU;
-// fp32 accumulation, no TF32. Returns false if the fused bias/ReLU could not be honoured, in
-// which case D holds the plain product and the caller applies them.
+// Column-major D[m, n] = op(A)[m, k] . op(B)[k, n] (+ bias[m]) (+ D with `accumulate`) with an
+// optional fused ReLU or GELU; fp32 accumulation, no TF32. cuBLASLt's GELU is the tanh form
+// (within 4.7e-4 of the erf form): ask for it only where the output's rounding is far coarser.
+// Returns false if the fused bias/activation could not be honoured, in which case D holds the
+// plain product (plus D) and the caller applies them.
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
@@ -257,7 +274,9 @@ struct GemmArgs {
   const void* bias = nullptr;
   Elt bias_t = kF32;
   bool relu = false;
-  bool tf32 = false;  // F32 inputs may run on TF32 tensor cores (convolutions, when allowed)
+  bool gelu = false;        // tanh form, see above
+  bool accumulate = false;  // D += product: C is D, in place
+  bool tf32 = false;        // F32 inputs may run on TF32 tensor cores (convolutions, when allowed)
 };
 bool gemm(Context& ctx, const GemmArgs& g);
 

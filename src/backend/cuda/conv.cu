@@ -8,6 +8,11 @@
 // Tiling: 128 output pixels x BN output channels per CTA, K in steps of 32 (one tap, 32
 // consecutive input channels, so ci must be a multiple of 32), 8 warps as 4 (pixels) x 2
 // (channels). The next K step's global loads are in registers while the current one runs.
+// The gather of the input tile (scalar loads, a bf16 rounding each) costs more than its
+// products; BN = 128 halves the gathers per product where the layer has enough pixels to keep
+// every multiprocessor busy with the wider tiles.
+#include <cstdlib>
+
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma.cuh"
 
@@ -49,12 +54,13 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
   const bool pix_ok = pix < npix;
   const int oy = pix_ok ? pix / a.wo : 0, ox = pix_ok ? pix - (pix / a.wo) * a.wo : 0;
   const int by = oy * a.stride - a.pad, bx = ox * a.stride - a.pad;
-  // And one 16-byte chunk of the weight tile (BN rows x 4 chunks).
+  // And one 16-byte chunk of every 64th row of the weight tile (BN rows x 4 chunks).
+  constexpr int kBRows = BN < 64 ? 1 : BN / 64;
   const int bn = tid >> 2, bc = tid & 3;
   const bool b_loader = bn < BN;
 
   float areg[16];
-  uint4 breg = make_uint4(0, 0, 0, 0);
+  uint4 breg[kBRows];
   auto load = [&](int kt) {
     const int k0 = kt * kBK, tap = k0 / a.ci, c0 = k0 - tap * a.ci;
     const int ky = tap / a.kw, kx = tap - ky * a.kw;
@@ -63,14 +69,21 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
     const float* src = x + int64_t(c0 + ak) * hw + (ok ? iy * a.wi + ix : 0);
 #pragma unroll
     for (int j = 0; j < 16; ++j) areg[j] = ok ? __ldg(src + int64_t(2 * j) * hw) : 0.f;
-    if (b_loader)
-      breg = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.w) +
-                                                  int64_t(n0 + bn) * K + k0 + bc * 8));
+    if (b_loader) {
+#pragma unroll
+      for (int i = 0; i < kBRows; ++i)
+        breg[i] = __ldg(reinterpret_cast<const uint4*>(
+            static_cast<const __nv_bfloat16*>(a.w) + int64_t(n0 + bn + 64 * i) * K + k0 + bc * 8));
+    }
   };
   auto store = [&](int buf) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) sA[buf][ak + 2 * j][am] = __float2bfloat16_rn(areg[j]);
-    if (b_loader) *reinterpret_cast<uint4*>(&sB[buf][bn][bc * 8]) = breg;
+    if (b_loader) {
+#pragma unroll
+      for (int i = 0; i < kBRows; ++i)
+        *reinterpret_cast<uint4*>(&sB[buf][bn + 64 * i][bc * 8]) = breg[i];
+    }
   };
 
   float acc[2][kNT][4] = {};
@@ -135,12 +148,18 @@ bool conv_supported(int64_t ci, int64_t kh, int64_t kw) {
 }
 
 size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw) {
-  const int64_t bn = co > 32 ? 64 : 32;
-  return static_cast<size_t>((co + bn - 1) / bn * bn * ci * kh * kw) * 2;
+  return static_cast<size_t>((co + 127) / 128 * 128 * ci * kh * kw) * 2;  // room for any BN
 }
 
-void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, cudaStream_t s) {
-  const int bn = a.co > 32 ? 64 : 32;
+void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, int sms,
+                 cudaStream_t s) {
+  const int64_t tiles_m = (int64_t(a.ho) * a.wo + kBM - 1) / kBM;
+  int bn = a.co > 32 ? 64 : 32;
+  // Wider tiles only where there are enough of them for every multiprocessor.
+  if (a.co >= 128 && tiles_m * ((a.co + 127) / 128) * images >= sms) bn = 128;
+  const char* env = std::getenv("LINGBOT_CONV_BN");  // read per call: tests switch it
+  const int forced = env && *env ? std::atoi(env) : 0;
+  if (forced == 32 || forced == 64 || forced == 128) bn = forced;
   const int co_pad = (a.co + bn - 1) / bn * bn, taps = a.kh * a.kw;
   const int64_t total = int64_t(co_pad) * taps * a.ci;
   pack_weights_kernel<<<grid_for(total, 256), 256, 0, s>>>(
@@ -148,7 +167,9 @@ void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, cudaS
   LB_CUDA_LAUNCHED();
   a.w = packed;
   const dim3 grid((a.ho * a.wo + kBM - 1) / kBM, co_pad / bn, images);
-  if (bn == 64)
+  if (bn == 128)
+    conv_kernel<128><<<grid, kThreads, 0, s>>>(a);
+  else if (bn == 64)
     conv_kernel<64><<<grid, kThreads, 0, s>>>(a);
   else
     conv_kernel<32><<<grid, kThreads, 0, s>>>(a);

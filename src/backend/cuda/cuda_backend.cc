@@ -1,6 +1,6 @@
-// The CUDA backend: validates shapes and dtypes like the CPU reference does, then queues work on
-// one stream. Every op is asynchronous except download (and synchronize); errors from a kernel
-// surface at the next launch check or at the next synchronising call.
+// The CUDA backend: queues work on one stream (Backend has checked the operands). Every op is
+// asynchronous except download (and synchronize); errors from a kernel surface at the next launch
+// check or at the next synchronising call.
 //
 // Dtypes: F32 everywhere for the float32 mode; BF16 (and F16 where it costs nothing) for the
 // tensors that matter for speed. attention() takes K/V in the same dtype as q: the KV cache is
@@ -12,30 +12,11 @@
 #include <cstring>
 
 #include "backend/cuda/common.h"
+#include "backend/scratch.h"
 
 namespace lingbot {
 namespace cuda {
 namespace {
-
-std::string where(const char* op, const Tensor& t) {
-  return std::string(op) + ": " + shape_str(t.shape()) + " " + dtype_name(t.dtype());
-}
-
-void check_dev(const Tensor& t, const char* op, const char* what) {
-  LINGBOT_CHECK(t.defined() && t.device() == Device::CUDA,
-                std::string("cuda backend: ") + op + " " + what + " must be a CUDA tensor");
-}
-
-Elt check_float(const Tensor& t, const char* op, const char* what) {
-  check_dev(t, op, what);
-  return elt_of(t.dtype(), what);
-}
-
-void check_f32(const Tensor& t, const char* op, const char* what) {
-  check_dev(t, op, what);
-  LINGBOT_CHECK(t.dtype() == DType::F32, std::string("cuda backend: ") + op + " " + what +
-                                             " must be F32, got " + dtype_name(t.dtype()));
-}
 
 size_t round_up(size_t v) {
   return (v + 255) / 256 * 256;
@@ -59,6 +40,7 @@ class CudaBackend final : public Backend {
   }
 
   Device device() const override { return Device::CUDA; }
+  bool handles(DType t) const override { return is_float_elt(t); }
   std::string name() const override {
     return std::string("cuda (") + ctx_->prop.name + ", sm_" + std::to_string(ctx_->prop.major) +
            std::to_string(ctx_->prop.minor) + ")";
@@ -112,12 +94,7 @@ class CudaBackend final : public Backend {
     return Tensor::wrap(d, host.shape(), DType::F32, nullptr, Device::CUDA);
   }
 
-  void upload_into(const Tensor& host, Tensor& dst) override {
-    LINGBOT_CHECK(
-        host.device() == Device::CPU && host.dtype() == DType::F32 && host.numel() == dst.numel(),
-        "upload_into: " + shape_str(host.shape()) + " " + dtype_name(host.dtype()) + " into " +
-            shape_str(dst.shape()));
-    check_float(dst, "upload_into", "destination");
+  void do_upload_into(const Tensor& host, Tensor& dst) override {
     if (host.numel() == 0) return;
     // A recorded copy reads the host memory when the graph runs, which needs pinned memory;
     // pageable memory (alloc_host's fallback) goes through the step's staging instead.
@@ -172,11 +149,7 @@ class CudaBackend final : public Backend {
     return host;
   }
 
-  void copy(const Tensor& src, Tensor& dst) override {
-    LINGBOT_CHECK(src.numel() == dst.numel(),
-                  "copy: " + shape_str(src.shape()) + " into " + shape_str(dst.shape()));
-    check_dev(src, "copy", "source");
-    check_dev(dst, "copy", "destination");
+  void do_copy(const Tensor& src, Tensor& dst) override {
     if (src.dtype() == dst.dtype()) {
       LB_CUDA(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, s()));
       return;
@@ -185,8 +158,8 @@ class CudaBackend final : public Backend {
                   elt_of(dst.dtype(), "copy destination"), src.numel(), s());
   }
 
-  void fill(Tensor& t, float value) override {
-    cuda::fill(t.raw(), check_float(t, "fill", "target"), t.numel(), value, s());
+  void do_fill(Tensor& t, float value) override {
+    cuda::fill(t.raw(), elt_of(t.dtype(), "fill"), t.numel(), value, s());
   }
 
   void download_into(const Tensor& t, float* host) override {
@@ -212,8 +185,7 @@ class CudaBackend final : public Backend {
     return Tensor::wrap(p, shape, DType::F32, std::move(owner));
   }
 
-  void download_async(const Tensor& t, float* host) override {
-    check_f32(t, "download_async", "source");
+  void do_download_async(const Tensor& t, float* host) override {
     if (t.numel() == 0) return;
     LB_CUDA(cudaMemcpyAsync(host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s()));
   }
@@ -253,153 +225,55 @@ class CudaBackend final : public Backend {
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
-    const Elt wt = check_float(w, "linear", "weight");
-    const Elt xt = check_float(x, "linear", "input");
-    const Elt yt = check_float(y, "linear", "output");
-    LINGBOT_CHECK(w.rank() == 2, where("linear weight", w));
-    const int64_t k = w.dim(1), n = w.dim(0), m = k ? x.numel() / k : 0;
-    LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
-                  "linear: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
-                      ", output " + shape_str(y.shape()));
-    Elt bt = kF32;
-    if (b) {
-      bt = check_float(*b, "linear", "bias");
-      LINGBOT_CHECK(b->numel() == n, where("linear bias", *b));
-    }
-    if (m == 0) return;
-
-    // An fp32 weight gives an fp32 product (cuBLASLt has no fp32 x fp32 -> bf16 kernels); a
-    // mismatched input is converted to the weight's dtype first. cuBLASLt fuses the bias only
-    // when it has the output's dtype (measured on H200: an f32 bias on a bf16 output is declined,
-    // and the unfused bias pass costs as much as the GEMM at M = 978), so a mismatched bias is
-    // converted too; rounding it to bf16 is what autocast does in the reference.
-    const bool convert_x = xt != wt;
-    const Elt dt = wt == kF32 ? kF32 : yt;
-    const bool temp_y = dt != yt;
-    const bool convert_b = b && bt != dt;
-    const size_t esize = dt == kF32 ? 4 : 2;
-    const size_t xbytes = convert_x ? round_up(x.numel() * (wt == kF32 ? 4 : 2)) : 0;
-    const size_t ybytes = temp_y ? round_up(y.numel() * 4) : 0;
-    const size_t bbytes = convert_b ? round_up(n * esize) : 0;
-    char* tmp = (xbytes + ybytes + bbytes)
-                    ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes + bbytes, s()))
-                    : nullptr;
-    const void* xp = x.raw();
-    if (convert_x) {
-      cuda::convert(x.raw(), xt, tmp, wt, x.numel(), s());
-      xp = tmp;
-    }
-    void* dp = temp_y ? tmp + xbytes : y.raw();
-    const void* bp = b ? b->raw() : nullptr;
-    if (convert_b) {
-      cuda::convert(b->raw(), bt, tmp + xbytes + ybytes, dt, n, s());
-      bp = tmp + xbytes + ybytes;
-      bt = dt;
-    }
-
-    GemmArgs g;
-    g.trans_a = true;  // row-major y = x . w^T is column-major y^T = w^T(op) . x^T
-    g.m = n;
-    g.n = m;
-    g.k = k;
-    g.a = w.raw();
-    g.lda = k;
-    g.b = xp;
-    g.ldb = k;
-    g.d = dp;
-    g.ldd = n;
-    g.ab_t = wt;
-    g.d_t = dt;
-    g.bias = bp;
-    g.bias_t = bt;
-    g.relu = act == Act::ReLU;
-    // cuBLASLt's GELU epilogue is the tanh approximation (up to 4.7e-4 off the erf form the
-    // model uses), so GELU and SiLU run as a separate pass on the product.
-    const bool fused = gemm(*ctx_, g);
-    if (!fused) {
-      cuda::bias_act(dp, dt, g.bias, bt, m, n, act, s());
-    } else if (act == Act::GELU || act == Act::SiLU) {
-      cuda::bias_act(dp, dt, nullptr, bt, m, n, act, s());
-    }
-    if (temp_y) cuda::convert(dp, dt, y.raw(), yt, y.numel(), s());
+  void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
+    matmul(x, w, b, y, act, false);
+  }
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    matmul(x, w, b, y, Act::None, true);
   }
 
-  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
-                  Tensor& y) override {
-    const Elt xt = check_float(x, "layer_norm", "input");
-    const Elt yt = check_float(y, "layer_norm", "output");
+  void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
+                     Tensor& y) override {
+    const Elt xt = elt_of(x.dtype(), "layer_norm input");
+    const Elt yt = elt_of(y.dtype(), "layer_norm output");
     const int64_t n = x.dim(-1), rows = n ? x.numel() / n : 0;
-    LINGBOT_CHECK(y.numel() == x.numel(),
-                  "layer_norm: " + shape_str(x.shape()) + " into " + shape_str(y.shape()));
-    Elt wt = kF32, bt = kF32;
-    if (w) {
-      wt = check_float(*w, "layer_norm", "weight");
-      LINGBOT_CHECK(w->numel() == n, where("layer_norm weight", *w));
-    }
-    if (b) {
-      bt = check_float(*b, "layer_norm", "bias");
-      LINGBOT_CHECK(b->numel() == n, where("layer_norm bias", *b));
-    }
+    const Elt wt = w ? elt_of(w->dtype(), "layer_norm weight") : kF32;
+    const Elt bt = b ? elt_of(b->dtype(), "layer_norm bias") : kF32;
     cuda::layer_norm(x.raw(), xt, w ? w->raw() : nullptr, wt, b ? b->raw() : nullptr, bt, eps,
                      y.raw(), yt, rows, n, s());
   }
 
-  void add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) override {
-    const Elt xt = check_float(x, "add", "target");
-    const Elt yt = check_float(y, "add", "operand");
+  void do_add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) override {
+    const Elt xt = elt_of(x.dtype(), "add target");
+    const Elt yt = elt_of(y.dtype(), "add operand");
     const int64_t n = x.numel(), ny = y.numel(), c = x.dim(-1);
-    LINGBOT_CHECK(ny > 0 && n % ny == 0, "add: cannot broadcast " + shape_str(y.shape()) +
-                                             " onto " + shape_str(x.shape()));
-    Elt gt = kF32;
-    if (gamma) {
-      gt = check_float(*gamma, "add", "gamma");
-      LINGBOT_CHECK(gamma->numel() == c, where("add gamma", *gamma));
-    }
+    const Elt gt = gamma ? elt_of(gamma->dtype(), "add gamma") : kF32;
     cuda::add(x.raw(), xt, y.raw(), yt, n, ny, gamma ? gamma->raw() : nullptr, gt, c, alpha, s());
   }
 
-  void activate(Tensor& x, Act act) override {
-    const Elt t = check_float(x, "activate", "tensor");
+  void do_activate(Tensor& x, Act act) override {
+    const Elt t = elt_of(x.dtype(), "activate");
     cuda::bias_act(x.raw(), t, nullptr, kF32, 1, x.numel(), act, s());
   }
 
-  void concat_last(const Tensor& a, const Tensor& b, Tensor& y) override {
-    check_dev(a, "concat_last", "a");
-    check_dev(b, "concat_last", "b");
-    check_dev(y, "concat_last", "output");
-    LINGBOT_CHECK(a.dtype() == b.dtype() && a.dtype() == y.dtype(),
-                  "concat_last: operands and output must share a dtype");
-    const int64_t ca = a.dim(-1), cb = b.dim(-1), m = ca ? a.numel() / ca : 0;
-    LINGBOT_CHECK(cb && b.numel() / cb == m && y.numel() == m * (ca + cb),
-                  "concat_last: shape mismatch");
+  void do_concat_last(const Tensor& a, const Tensor& b, Tensor& y) override {
+    const int64_t ca = a.dim(-1), cb = b.dim(-1), m = a.numel() / ca;
     cuda::concat_last(a.raw(), b.raw(), y.raw(), m, ca, cb, dtype_size(a.dtype()), s());
   }
 
-  void transpose_last2(const Tensor& x, Tensor& y) override {
-    check_dev(x, "transpose_last2", "input");
-    check_dev(y, "transpose_last2", "output");
-    LINGBOT_CHECK(x.dtype() == y.dtype(), "transpose_last2: dtype mismatch");
+  void do_transpose_last2(const Tensor& x, Tensor& y) override {
     const int64_t c = x.dim(-1), r = x.dim(-2), batch = r * c != 0 ? x.numel() / (r * c) : 0;
-    LINGBOT_CHECK(y.numel() == x.numel(), "transpose_last2: shape mismatch");
     cuda::transpose_last2(x.raw(), y.raw(), batch, r, c, dtype_size(x.dtype()), s());
   }
 
-  void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
-                 Tensor& v) override {
+  void do_split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
+                    Tensor& v) override {
     SplitQkvArgs a;
-    a.qkv_t = check_float(qkv, "split_qkv", "qkv");
-    a.out_t = check_float(q, "split_qkv", "q");
-    LINGBOT_CHECK(
-        check_float(k, "split_qkv", "k") == a.out_t && check_float(v, "split_qkv", "v") == a.out_t,
-        "split_qkv: q, k and v must share a dtype");
+    a.qkv_t = elt_of(qkv.dtype(), "split_qkv qkv");
+    a.out_t = elt_of(q.dtype(), "split_qkv q");
     a.heads = static_cast<int>(q.dim(-2));
     a.dim = static_cast<int>(q.dim(-1));
     a.rows = q.numel() / (int64_t(a.heads) * a.dim);
-    LINGBOT_CHECK(
-        qkv.numel() == a.rows * 3 * a.heads * a.dim && k.numel() == q.numel() &&
-            v.numel() == q.numel(),
-        "split_qkv: qkv " + shape_str(qkv.shape()) + " does not match q " + shape_str(q.shape()));
     a.qkv = qkv.raw();
     a.q = q.raw();
     a.k = k.raw();
@@ -409,8 +283,7 @@ class CudaBackend final : public Backend {
       a.eps = norm->eps;
       auto param = [&](const Tensor* t, const void*& p, Elt& e, const char* what) {
         if (!t) return;
-        e = check_float(*t, "split_qkv", what);
-        LINGBOT_CHECK(t->numel() == a.dim, where("split_qkv norm parameter", *t));
+        e = elt_of(t->dtype(), what);
         p = t->raw();
       };
       param(norm->q_weight, a.qw, a.qw_t, "q_norm weight");
@@ -419,12 +292,6 @@ class CudaBackend final : public Backend {
       param(norm->k_bias, a.kb, a.kb_t, "k_norm bias");
     }
     if (rope) {
-      check_f32(rope->cos, "split_qkv", "rope cos");
-      check_f32(rope->sin, "split_qkv", "rope sin");
-      LINGBOT_CHECK(
-          rope->cos.numel() >= a.rows * (a.dim / 2) && rope->sin.numel() == rope->cos.numel(),
-          "split_qkv: rope tables " + shape_str(rope->cos.shape()) + " do not cover " +
-              std::to_string(a.rows) + " rows");
       a.cos = rope->cos.f32();
       a.sin = rope->sin.f32();
       a.interleaved = rope->pairs == RopePairs::Interleaved;
@@ -432,58 +299,44 @@ class CudaBackend final : public Backend {
     cuda::split_qkv(a, s());
   }
 
-  void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
-                 Tensor& out) override {
-    AttentionArgs a;
-    a.qkv_t = check_float(q, "attention", "query");
-    a.out_t = check_float(out, "attention", "output");
-    a.heads = static_cast<int>(q.dim(-2));
-    a.dim = static_cast<int>(q.dim(-1));
-    const int64_t nq = q.numel() / (int64_t(a.heads) * a.dim);
-    LINGBOT_CHECK(nq <= 0x7fffffff / 2, "attention: too many queries");
-    LINGBOT_CHECK(out.numel() == q.numel(),
-                  "attention: output " + shape_str(out.shape()) + " for q " + shape_str(q.shape()));
-    a.nq = static_cast<int>(nq);
-    a.q = q.raw();
-    a.out = out.raw();
-    a.scale = scale;
-    a.segments = &kv;
-    cuda::attention(*ctx_, a);
+  void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
+                    Tensor& out) override {
+    std::vector<KeyTable> tables;
+    stage_tables({&kv}, tables, false);
+    run_attention(q, tables[0], scale, out);
   }
 
-  void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype) override {
-    const Elt kt = check_float(k, "store_kv", "k");
-    const Elt vt = check_float(v, "store_kv", "v");
+  void do_plan_attention(const std::vector<std::vector<KVSegment>>& lists) override {
+    std::vector<const std::vector<KVSegment>*> ptrs;
+    for (const auto& l : lists) ptrs.push_back(&l);
+    stage_tables(ptrs, planned_, true);
+  }
+
+  void do_attention_planned(const Tensor& q, int list, float scale, Tensor& out) override {
+    run_attention(q, planned_[list], scale, out);
+  }
+
+  void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
+                   DType dtype) override {
+    const Elt kt = elt_of(k.dtype(), "store_kv k");
+    const Elt vt = elt_of(v.dtype(), "store_kv v");
     const Elt dt = elt_of(dtype, "store_kv storage");
-    LINGBOT_CHECK(k.numel() == v.numel(), "store_kv: k and v differ in size");
     cuda::convert(k.raw(), kt, k_dst, dt, k.numel(), s());
     cuda::convert(v.raw(), vt, v_dst, dt, v.numel(), s());
   }
 
-  void patchify(const Tensor& img, int p, Tensor& rows) override {
-    const Elt it = check_float(img, "patchify", "input");
-    const Elt rt = check_float(rows, "patchify", "output");
-    LINGBOT_CHECK(img.rank() == 4 && p > 0, where("patchify input", img));
+  void do_patchify(const Tensor& img, int p, Tensor& rows) override {
+    const Elt it = elt_of(img.dtype(), "patchify input");
+    const Elt rt = elt_of(rows.dtype(), "patchify output");
     const int64_t sn = img.dim(0), c = img.dim(1), h = img.dim(2), w = img.dim(3);
-    LINGBOT_CHECK(rows.numel() == sn * (h / p) * (w / p) * c * p * p,
-                  "patchify: output shape mismatch");
     cuda::patchify(img.raw(), it, rows.raw(), rt, sn, c, h, w, p, s());
   }
 
-  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-              Tensor& y) override {
-    check_f32(x, "conv2d", "input");
-    check_f32(w, "conv2d", "weight");
-    check_f32(y, "conv2d", "output");
-    if (b) check_f32(*b, "conv2d", "bias");
+  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
+                 Tensor& y) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
-    LINGBOT_CHECK(w.dim(1) == ci && y.dim(0) == n && y.dim(1) == co &&
-                      ho == (hi + 2 * pad - kh) / stride + 1 &&
-                      wo == (wi + 2 * pad - kw) / stride + 1,
-                  "conv2d: input " + shape_str(x.shape()) + ", weight " + shape_str(w.shape()) +
-                      ", output " + shape_str(y.shape()));
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
     const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
     if (fast_convs_ && !pointwise && cuda::conv_supported(ci, kh, kw) && conv_impl_gemm() == 0) {
@@ -502,12 +355,12 @@ class CudaBackend final : public Backend {
       a.stride = stride;
       a.pad = pad;
       void* packed = ctx_->scratch.get(cuda::conv_packed_bytes(co, ci, kh, kw), s());
-      cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), s());
+      cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), ctx_->prop.multiProcessorCount,
+                        s());
       return;
     }
-    // im2col in pixel chunks so the column buffer stays bounded (~256 MB) at any resolution.
-    const int64_t chunk =
-        pointwise ? npix : std::max<int64_t>(1, std::min<int64_t>(npix, (64LL << 20) / kdim));
+    // im2col in pixel chunks so the column buffer stays bounded at any resolution.
+    const int64_t chunk = pointwise ? npix : scratch::im2col_chunk_pixels(kdim, npix);
     float* cols =
         pointwise ? nullptr : static_cast<float*>(ctx_->scratch.get(kdim * chunk * 4, s()));
     for (int64_t img = 0; img < n; ++img) {
@@ -540,20 +393,13 @@ class CudaBackend final : public Backend {
     if (b) cuda::add_channel_bias(y.f32(), b->f32(), n, co, npix, s());
   }
 
-  void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
-                        Tensor& y) override {
-    check_f32(x, "conv_transpose2d", "input");
-    check_f32(w, "conv_transpose2d", "weight");
-    check_f32(y, "conv_transpose2d", "output");
-    if (b) check_f32(*b, "conv_transpose2d", "bias");
+  void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
+                           Tensor& y) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(1), k = w.dim(2);
-    LINGBOT_CHECK(k == stride && w.dim(3) == k && w.dim(0) == ci && y.dim(1) == co &&
-                      y.dim(2) == hi * k && y.dim(3) == wi * k,
-                  "conv_transpose2d: kernel must equal stride; input " + shape_str(x.shape()) +
-                      ", weight " + shape_str(w.shape()) + ", output " + shape_str(y.shape()));
     const int64_t npix = hi * wi, rows = co * k * k;
-    float* tmp = static_cast<float*>(ctx_->scratch.get(rows * npix * 4, s()));
+    float* tmp = static_cast<float*>(
+        ctx_->scratch.get(scratch::conv_transpose2d_floats(co, k, npix) * 4, s()));
     for (int64_t img = 0; img < n; ++img) {
       // tmp[rows, pix] row-major = column-major (pix x rows) = x^T(pix x ci) . w(ci x rows).
       GemmArgs g;
@@ -574,15 +420,120 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void upsample_bilinear(const Tensor& x, Tensor& y) override {
-    check_f32(x, "upsample_bilinear", "input");
-    check_f32(y, "upsample_bilinear", "output");
+  void do_upsample_bilinear(const Tensor& x, Tensor& y) override {
     const int64_t nc = x.dim(0) * x.dim(1);
-    LINGBOT_CHECK(y.dim(0) * y.dim(1) == nc, "upsample_bilinear: channel mismatch");
     cuda::upsample_bilinear(x.f32(), y.f32(), nc, x.dim(2), x.dim(3), y.dim(2), y.dim(3), s());
   }
 
  private:
+  // y = act(x . w^T + b) (+ y with `accumulate`).
+  // linear and linear_add, operands already checked.
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act,
+              bool accumulate) {
+    const Elt wt = elt_of(w.dtype(), "linear weight");
+    const Elt xt = elt_of(x.dtype(), "linear input");
+    const Elt yt = elt_of(y.dtype(), "linear output");
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
+    if (m == 0) return;
+
+    // An fp32 weight gives an fp32 product (cuBLASLt has no fp32 x fp32 -> bf16 kernels); a
+    // mismatched input is converted to the weight's dtype first. cuBLASLt fuses the bias only
+    // when it has the output's dtype (measured on H200: an f32 bias on a bf16 output is declined,
+    // and the unfused bias pass costs as much as the GEMM at M = 978), so a mismatched bias is
+    // converted too; rounding it to bf16 is what autocast does in the reference.
+    const bool convert_x = xt != wt;
+    const Elt dt = wt == kF32 ? kF32 : yt;
+    const bool temp_y = dt != yt;
+    const bool convert_b = b && bt != dt;
+    const size_t esize = dt == kF32 ? 4 : 2;
+    const size_t xbytes = convert_x ? round_up(x.numel() * (wt == kF32 ? 4 : 2)) : 0;
+    const size_t ybytes = temp_y ? round_up(y.numel() * 4) : 0;
+    const size_t bbytes = convert_b ? round_up(n * esize) : 0;
+    char* tmp = (xbytes + ybytes + bbytes)
+                    ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes + bbytes, s()))
+                    : nullptr;
+    const void* xp = x.raw();
+    if (convert_x) {
+      cuda::convert(x.raw(), xt, tmp, wt, x.numel(), s());
+      xp = tmp;
+    }
+    void* dp = temp_y ? tmp + xbytes : y.raw();
+    if (temp_y && accumulate) cuda::convert(y.raw(), yt, dp, dt, y.numel(), s());
+    const void* bp = b ? b->raw() : nullptr;
+    if (convert_b) {
+      cuda::convert(b->raw(), bt, tmp + xbytes + ybytes, dt, n, s());
+      bp = tmp + xbytes + ybytes;
+      bt = dt;
+    }
+
+    GemmArgs g;
+    g.trans_a = true;  // row-major y = x . w^T is column-major y^T = w^T(op) . x^T
+    g.m = n;
+    g.n = m;
+    g.k = k;
+    g.a = w.raw();
+    g.lda = k;
+    g.b = xp;
+    g.ldb = k;
+    g.d = dp;
+    g.ldd = n;
+    g.ab_t = wt;
+    g.d_t = dt;
+    g.bias = bp;
+    g.bias_t = bt;
+    g.accumulate = accumulate;
+    g.relu = act == Act::ReLU;
+    // cuBLASLt's GELU epilogue is the tanh form, up to 4.7e-4 off the erf form the model uses:
+    // fused only into a bf16 output, whose own rounding is ten times that (rms 1.8e-4 against
+    // 1.7e-3 for unit-scale inputs); fp32 outputs and SiLU get a separate pass on the product.
+    g.gelu = act == Act::GELU && dt == kBF16;
+    const bool fused = gemm(*ctx_, g);
+    if (!fused) {
+      cuda::bias_act(dp, dt, g.bias, bt, m, n, act, s());
+    } else if ((act == Act::GELU && !g.gelu) || act == Act::SiLU) {
+      cuda::bias_act(dp, dt, nullptr, bt, m, n, act, s());
+    }
+    if (temp_y) cuda::convert(dp, dt, y.raw(), yt, y.numel(), s());
+  }
+
+  void run_attention(const Tensor& q, const KeyTable& keys, float scale, Tensor& out) {
+    AttentionArgs a;
+    a.qkv_t = elt_of(q.dtype(), "attention query");
+    a.out_t = elt_of(out.dtype(), "attention output");
+    a.heads = static_cast<int>(q.dim(-2));
+    a.dim = static_cast<int>(q.dim(-1));
+    const int64_t nq = q.numel() / (int64_t(a.heads) * a.dim);
+    a.nq = static_cast<int>(nq);
+    a.q = q.raw();
+    a.out = out.raw();
+    a.scale = scale;
+    a.keys = &keys;
+    cuda::attention(*ctx_, a);
+  }
+
+  // Puts the key tables of `lists` on the device in one copy: inside a step into its staging
+  // (valid for the step's work); outside one, a single table through the upload ring (valid for
+  // the work queued next) and a plan into a buffer of our own, which the next plan overwrites in
+  // stream order, after the work queued before it has read it.
+  void stage_tables(const std::vector<const std::vector<KVSegment>*>& lists,
+                    std::vector<KeyTable>& tables, bool plan) {
+    std::vector<char> bytes;
+    build_key_tables(lists, bytes, tables);
+    const char* base = nullptr;
+    if (ctx_->step.active() || !plan) {
+      base = static_cast<const char*>(ctx_->stage(bytes.data(), bytes.size()));
+    } else {
+      if (!own_tables_.defined() || own_tables_.nbytes() < bytes.size())
+        own_tables_ = alloc({static_cast<int64_t>(bytes.size() * 2)}, DType::U8);
+      // From pageable memory: returns once the bytes are staged by the driver.
+      LB_CUDA(cudaMemcpyAsync(own_tables_.raw(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
+                              s()));
+      base = static_cast<const char*>(own_tables_.raw());
+    }
+    for (KeyTable& t : tables) t.dev = base + reinterpret_cast<uintptr_t>(t.dev);
+  }
+
   cudaStream_t s() const { return ctx_->stream; }
   void no_wait_in_step(const char* op) const {
     LINGBOT_CHECK(!ctx_->step.capturing(),
@@ -599,6 +550,8 @@ class CudaBackend final : public Backend {
   }
   bool fast_convs_ = false;
   std::atomic<uint64_t> fences_{0};
+  std::vector<KeyTable> planned_;  // the latest plan_attention
+  Tensor own_tables_;              // key tables made outside a step
 };
 
 std::shared_ptr<Context> make_context(int device) {
@@ -620,7 +573,7 @@ std::shared_ptr<Context> make_context(int device) {
   LB_CUBLAS(cublasLtCreate(&ctx->lt));
   LB_CUBLAS(cublasCreate(&ctx->blas));
   LB_CUBLAS(cublasSetMathMode(ctx->blas, CUBLAS_PEDANTIC_MATH));
-  ctx->lt_workspace_bytes = 32u << 20;
+  ctx->lt_workspace_bytes = scratch::kGemmWorkspaceBytes;
   LB_CUDA(cudaMallocAsync(&ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
   // Classic cuBLAS gets the same workspace (its calls and cuBLASLt's run in one stream, one after
   // the other), so that it never allocates one itself inside a recorded step. Setting the stream

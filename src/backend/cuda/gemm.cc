@@ -1,7 +1,8 @@
-// GEMMs through cuBLASLt: fp32 accumulation (CUBLAS_COMPUTE_32F, never the TF32 mode), bias and
-// ReLU fused as epilogues. The heuristic's choice is cached per problem, because asking it costs
-// tens of microseconds, as much as one of our GEMMs. Problems cuBLASLt declines (odd leading
-// dimensions, unsupported bias types) fall back to cublasGemmEx plus the caller's epilogue.
+// GEMMs through cuBLASLt: fp32 accumulation (CUBLAS_COMPUTE_32F, never the TF32 mode), bias,
+// ReLU and GELU fused as epilogues, and D += A.B for residual updates (C = D, in place). The
+// heuristic's choice is cached per problem, because asking it costs tens of microseconds, as much
+// as one of our GEMMs. Problems cuBLASLt declines (odd leading dimensions, unsupported bias types)
+// fall back to cublasGemmEx plus the caller's epilogue.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,10 +43,10 @@ struct Key {
   int ab, d, bias_t;
   int epi;
   uint32_t align_a, align_b, align_d, align_bias;
-  bool tf32;
+  bool tf32, accumulate;
   auto tie() const {
     return std::tie(ta, tb, m, n, k, lda, ldb, ldd, ab, d, bias_t, epi, align_a, align_b, align_d,
-                    align_bias, tf32);
+                    align_bias, tf32, accumulate);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -143,7 +144,8 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
           alignment(g.b),
           alignment(g.d),
           g.bias ? alignment(g.bias) : 0u,
-          g.tf32};
+          g.tf32,
+          g.accumulate};
   // One lock over lookup and launch: the cached descriptor's bias pointer changes per call.
   std::lock_guard<std::mutex> lock(g_plans_mu);
   auto it = g_plans.find(key);
@@ -170,8 +172,8 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
         CUBLAS_STATUS_SUCCESS)
       return false;
   }
-  const float one = 1.f, zero = 0.f;
-  return cublasLtMatmul(ctx.lt, o.op, &one, g.a, o.a, g.b, o.b, &zero, g.d, o.d, g.d, o.d,
+  const float one = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  return cublasLtMatmul(ctx.lt, o.op, &one, g.a, o.a, g.b, o.b, &beta, g.d, o.d, g.d, o.d,
                         &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes,
                         ctx.stream) == CUBLAS_STATUS_SUCCESS;
 }
@@ -181,25 +183,30 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
 bool gemm(Context& ctx, const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return true;
   LINGBOT_CHECK(g.k > 0, "gemm: empty reduction dimension");
+  LINGBOT_CHECK(!(g.relu && g.gelu), "gemm: ReLU and GELU epilogues together");
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   if (g.bias)
-    epi = g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    epi = g.relu   ? CUBLASLT_EPILOGUE_RELU_BIAS
+          : g.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                   : CUBLASLT_EPILOGUE_BIAS;
   else if (g.relu)
     epi = CUBLASLT_EPILOGUE_RELU;
+  else if (g.gelu)
+    epi = CUBLASLT_EPILOGUE_GELU;
   if (try_lt(ctx, g, epi)) return true;
   if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
     GemmArgs plain = g;
     plain.bias = nullptr;
-    plain.relu = false;
+    plain.relu = plain.gelu = false;
     if (try_lt(ctx, plain, CUBLASLT_EPILOGUE_DEFAULT)) return false;
   }
   // Last resort: classic cuBLAS, pedantic fp32 math so nothing is silently done in TF32.
-  const float one = 1.f, zero = 0.f;
+  const float one = 1.f, beta = g.accumulate ? 1.f : 0.f;
   LB_CUBLAS(cublasGemmEx(ctx.blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                          g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
                          static_cast<int>(g.n), static_cast<int>(g.k), &one, g.a, cuda_type(g.ab_t),
                          static_cast<int>(g.lda), g.b, cuda_type(g.ab_t), static_cast<int>(g.ldb),
-                         &zero, g.d, cuda_type(g.d_t), static_cast<int>(g.ldd),
+                         &beta, g.d, cuda_type(g.d_t), static_cast<int>(g.ldd),
                          CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
   return epi == CUBLASLT_EPILOGUE_DEFAULT;
 }

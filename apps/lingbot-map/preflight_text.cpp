@@ -1,0 +1,76 @@
+#include "preflight_text.h"
+
+#include <cstdio>
+
+namespace lingbot::cli {
+
+std::string format_gb(size_t bytes) {
+  char buf[32];
+  if (bytes >= 1000000000)
+    std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+std::string describe_terms(const MemoryEstimate& m) {
+  std::string s = "weights " + format_gb(m.weights) + ", KV cache " + format_gb(m.kv_cache) +
+                  ", camera cache " + format_gb(m.camera_cache) + ", activations " +
+                  format_gb(m.activations);
+  if (m.results) s += ", results " + format_gb(m.results);
+  return s;
+}
+
+std::string describe_run(const RunPlan& plan, const Preflight& p) {
+  return std::to_string(plan.frames) + " frames at " + std::to_string(plan.width) + "x" +
+         std::to_string(plan.height) + " (" + dtype_name(p.compute) + ")";
+}
+
+std::string describe_cached(const RunPlan& plan, const Preflight& p) {
+  const std::string cached = std::to_string(p.cached_frames) + " frames cached";
+  if (!plan.windowed) return ", " + cached;
+  if (p.windows == 0) return ", windowed with adaptive keyframes: up to " + cached + " per window";
+  return ", windowed: " + std::to_string(p.windows) + " windows of up to " +
+         std::to_string(p.window_frames) + " frames, " + cached + " per window";
+}
+
+std::string growth_note(const Preflight& p) {
+  if (!p.unbounded_growth) return "";
+  return "note: " + format_gb(p.unbounded_growth) + " of the ~" + format_gb(p.need.total) +
+         " is the special-token stream and camera caches, which grow with the number of "
+         "frames; --max-special-frames N bounds them (see \"Long sequences\" in "
+         "docs/ARCHITECTURE.md)";
+}
+
+std::string explain_shortfall(const RunPlan& plan, const MemoryEstimate& need, size_t available) {
+  const MilderSettings m = milder_settings(plan, available);
+  std::string tries;
+  auto suggest = [&](const char* flag, const std::optional<int>& v) {
+    if (v) tries += (tries.empty() ? "" : " or ") + std::string(flag) + " " + std::to_string(*v);
+  };
+  auto suggest_size = [&] {
+    if (!m.input_width) return;
+    const std::string w = std::to_string(*m.input_width);
+    suggest("--size", m.input_width);
+    tries += " (" + w + "x" + std::to_string(*m.input_height) + " input)";
+  };
+  if (plan.windowed) {
+    suggest("--window-size", m.window_size);
+    suggest("--window", m.window);
+    suggest_size();
+  } else {
+    suggest("--window", m.window);
+    suggest("--keyframe-interval", m.keyframe_interval);
+    suggest("--scale-frames", m.scale_frames);
+    suggest_size();
+  }
+  suggest("--max-special-frames", m.max_special_frames);
+  if (tries.empty())
+    tries = "no single setting fits; combine them or use a larger device";
+  else
+    tries = "try " + tries;
+  return "needs ~" + format_gb(need.total) + " (" + describe_terms(need) + "), " +
+         format_gb(available) + " available: " + tries;
+}
+
+}  // namespace lingbot::cli

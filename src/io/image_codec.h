@@ -1,0 +1,29 @@
+// What the image decoders share; the entry points are public (lingbot/image.h). Decoding follows
+// what Pillow does for the reference, not what a viewer would do: no gamma or colour
+// management, Pillow's conversions for every PNG colour type, and libjpeg-turbo with its default
+// (ISLOW, fancy upsampling) settings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lingbot/image.h"
+
+namespace lingbot::codec {
+
+// Throws Error "<what>: <why>".
+[[noreturn]] void fail(const std::string& what, const std::string& why);
+// Refuses an image with no pixels or more than `max_pixels`, before its memory is allocated.
+void check_size(const std::string& what, uint64_t w, uint64_t h, size_t max_pixels);
+
+// One decoder per format (png.cpp, jpeg.cpp), orientation applied.
+ImageU8 decode_png(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels);
+ImageU8 decode_jpeg(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels);
+
+// EXIF orientation (image_orientation.cpp), from a format's EXIF block and XMP packet.
+int resolve_orientation(const std::vector<uint8_t>& exif, const std::vector<char>& xmp);
+ImageU8 apply_orientation(ImageU8 img, int orientation);
+
+}  // namespace lingbot::codec

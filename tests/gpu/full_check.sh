@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One call on the GPU machine that checks a change end to end: the CUDA build (with the Python
+# module where pybind11 is found), the GPU op, parity and session tests, memcheck over the
+# newest kernels, the benchmark, then the end-to-end table on real frames
+# (tests/perf/realtime_table.sh), checkpoint loading (tests/gpu/checkpoint_load.sh) and the
+# Python module on the GPU (tests/python/gpu_check.py). Logs under $OUT.
+# Usage, from the repository root: FRAMES=<folder of frames> [LINGBOT_FIXTURES=...] [OUT=...] \
+#   tests/gpu/full_check.sh
+set -u
+export LINGBOT_FIXTURES=${LINGBOT_FIXTURES:-$PWD/../shared/fixtures}
+OUT=${OUT:-/tmp/lingbot-full}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=OFF &&
+  ninja -C build; } >"$OUT/build.log" 2>&1 ||
+  { grep -E "error|Error" -A3 "$OUT/build.log" | head -40; exit 1; }
+stamp "built"
+timeout 240 build/tests/lingbot_tests --gtest_filter='GpuOps*:GpuParity*:GpuSessions*' \
+  >"$OUT/gpu.log" 2>&1
+echo "gpu tests rc=$?"
+grep -E "^\[  (PASSED|FAILED)|Failure|parity \]" "$OUT/gpu.log" | head -30
+timeout 120 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
+  --gtest_filter='GpuOps.LinearAdd*:GpuOps.AttentionPlan*:GpuOps.BadOperands*' \
+  >"$OUT/memcheck.log" 2>&1
+echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+stamp "tests done"
+if [ -n "${FRAMES:-}" ]; then
+  FRAMES=$FRAMES OUT="$OUT/realtime" timeout 240 tests/perf/realtime_table.sh
+  stamp "end-to-end table done"
+fi
+if [ -x tests/gpu/checkpoint_load.sh ]; then
+  OUT="$OUT/checkpoint" timeout 120 tests/gpu/checkpoint_load.sh
+  stamp "checkpoint done"
+fi
+if [ -f tests/python/gpu_check.py ] && ls build/python/lingbot_map* >/dev/null 2>&1; then
+  PYTHONPATH=build/python timeout 90 python3 tests/python/gpu_check.py
+  stamp "python done"
+else
+  echo "python module not built here (no pybind11)"
+fi
