@@ -3,7 +3,7 @@ as the fixtures README allows a float32 GPU mode) on the tiny fixture at keyfram
 and 3, and the frames/s of a Python push loop against `lingbot-map bench` with the same settings
 (it must be within 5 %). Exits 1 when either fails.
 
-    PYTHONPATH=build/python python3 tests/python/gpu_check.py --cli build/lingbot-map
+    PYTHONPATH=build/python python3 tests/python/gpu_check.py [--cli build/lingbot-map]
 """
 
 import argparse
@@ -60,8 +60,10 @@ def python_loop_fps(device, arch, frames, height, width, warmup):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True, help="the lingbot-map program")
-    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--cli", help="the lingbot-map program (default: build/lingbot-map)",
+                    default=os.path.join(os.path.dirname(__file__), "..", "..", "build",
+                                         "lingbot-map"))
+    ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--arch", default="lingbot-map")
     a = ap.parse_args()
