@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "lingbot/error.h"
@@ -16,18 +15,20 @@ WeightLoader::WeightLoader(const TensorMap& tensors, Backend& backend, std::stri
     : tensors_(&tensors), backend_(backend), source_(std::move(source_name)) {
   // Ask the kernel to read every tensor's pages ahead, in file order, on a side thread: a cold
   // checkpoint then streams from disk while earlier tensors are converted and uploaded. Tensors
-  // already in the page cache make this a cheap no-op.
-  std::vector<std::pair<uintptr_t, size_t>> spans;
+  // already in the page cache make this a cheap no-op. The thread holds the tensors (and so the
+  // file mapping) until it ends.
+  std::vector<Tensor> order;
   for (auto& [name, t] : tensors)
-    if (t.device() == Device::CPU && t.nbytes())
-      spans.emplace_back(reinterpret_cast<uintptr_t>(t.raw()), t.nbytes());
-  std::sort(spans.begin(), spans.end());
-  readahead_ = std::thread([this, spans = std::move(spans)] {
+    if (t.device() == Device::CPU && t.nbytes()) order.push_back(t);
+  std::sort(order.begin(), order.end(), [](const Tensor& a, const Tensor& b) {
+    return reinterpret_cast<uintptr_t>(a.raw()) < reinterpret_cast<uintptr_t>(b.raw());
+  });
+  readahead_ = std::thread([this, order = std::move(order)] {
     const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    for (auto [at, bytes] : spans) {
+    for (const Tensor& t : order) {
       if (stop_readahead_) return;
-      const uintptr_t begin = at & ~(page - 1);
-      ::madvise(reinterpret_cast<void*>(begin), at + bytes - begin, MADV_WILLNEED);
+      const uintptr_t at = reinterpret_cast<uintptr_t>(t.raw()), begin = at & ~(page - 1);
+      ::madvise(reinterpret_cast<void*>(begin), at + t.nbytes() - begin, MADV_WILLNEED);
     }
   });
 }
