@@ -4,13 +4,15 @@
 # (bench's "load": CUDA start, parse, read, convert to bf16 and upload) with the page cache
 # dropped (where permitted) and warm, and from synthetic:3 generated in memory; then torch.load
 # reading our .pt, checked tensor by tensor against the safetensors copy, where torch is
-# installed.
+# installed. The pinned-upload test runs first when the tests are built.
 # Usage: [BUILD=build] [DIR=/tmp/lingbot-ckpt] tests/gpu/checkpoint_load.sh
 set -u
 BUILD=${BUILD:-build}
 DIR=${DIR:-/tmp/lingbot-ckpt}
 cli=$BUILD/lingbot-map
 mkdir -p "$DIR"
+[ -x "$BUILD/tests/lingbot_tests" ] &&
+  "$BUILD/tests/lingbot_tests" --gtest_filter='GpuUpload*' 2>&1 | grep -E "^\[  (PASSED|FAILED|SKIPPED)"
 now() { date +%s.%N; }
 for ext in pt safetensors; do
   t=$(now)
