@@ -39,7 +39,7 @@ Tensor synthetic_tensor(uint64_t seed, const std::string& name, const Shape& sha
   }
   float* v = t.f32();
   // Each element is a pure function of its index, so threads give the same bits.
-#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 18))
   for (int64_t i = 0; i < n; ++i) {
     const int b = static_cast<int>(splitmix64(key + static_cast<uint64_t>(i)) >> 56);
     switch (kind) {
