@@ -4,7 +4,8 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PNG REQUIRED)
 find_package(JPEG REQUIRED)
-set(LINGBOT_IMAGE_LIBS PNG::PNG JPEG::JPEG)
+find_package(ZLIB REQUIRED)  # crc32 for checkpoints; libpng depends on it anyway
+set(LINGBOT_IMAGE_LIBS PNG::PNG JPEG::JPEG ZLIB::ZLIB)
 set(LINGBOT_DEFINES "")
 
 # BLAS: OpenBLAS when present (CPU speed), else the built-in GEMM (e.g. on GPU machines).

@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages the build and the tests need (skips what is present).
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libpng-dev libjpeg-dev libgtest-dev libbenchmark-dev clang
+          libcli11-dev libpng-dev zlib1g-dev libjpeg-dev libgtest-dev libbenchmark-dev clang
           libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev
           pybind11-dev python3-dev python3-numpy python3-pytest python3-skbuild)
 missing=()

@@ -26,12 +26,15 @@ int run_convert(const ConvertArgs& a) {
 void add_convert(CLI::App& app) {
   auto o = std::make_shared<ConvertArgs>();
   CLI::App* sub = app.add_subcommand(
-      "convert", "Rewrite a checkpoint (.pt or .safetensors) as safetensors, optionally in bf16");
+      "convert",
+      "Rewrite a checkpoint as safetensors or .pt (by the output's extension), optionally in bf16");
   sub->add_option("input", o->in, "checkpoint (.pt, .pth or .safetensors) or synthetic:SEED")
       ->required();
   sub->add_option("--arch", o->options.arch, "architecture of synthetic weights")
       ->capture_default_str();
-  sub->add_option("output", o->out, "safetensors file to write")->required();
+  sub->add_option("output", o->out,
+                  "file to write: .pt or .pth as torch.save writes it, else safetensors")
+      ->required();
   sub->add_option("--dtype", o->options.dtype, "store floating-point tensors as this type")
       ->check(CLI::IsMember({"bf16", "f32", "f16"}));
   commands().push_back({sub, [o] { return run_convert(*o); }});

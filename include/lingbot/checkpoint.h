@@ -1,5 +1,5 @@
 // Public API: checkpoints as files, without building an engine: what one holds, and rewriting one
-// (.pt or .safetensors, or synthetic weights) as safetensors.
+// (.pt or .safetensors, or synthetic weights) as safetensors or as a torch.save .pt file.
 //
 //   lingbot::CheckpointSummary s = lingbot::inspect_checkpoint("lingbot-map.pt");
 //   lingbot::convert_checkpoint("lingbot-map.pt", "lingbot-map.safetensors", {.dtype = "bf16"});
@@ -36,7 +36,9 @@ struct ConvertSummary {
 };
 
 // `input`: a checkpoint, or "synthetic:SEED" (the weights Engine::create makes for that seed).
-// Integer and bool tensors keep their values whatever the dtype. Throws Error.
+// `output` ending in .pt or .pth is written as torch.save writes it (torch.load reads it),
+// anything else as safetensors. Integer and bool tensors keep their values whatever the dtype.
+// Throws Error.
 ConvertSummary convert_checkpoint(const std::string& input, const std::string& output,
                                   const ConvertOptions& options = {});
 

@@ -10,6 +10,7 @@
 #include "model/weight_loader.h"
 #include "weights/checkpoint.h"
 #include "weights/safetensors.h"
+#include "weights/torch_pt_writer.h"
 
 namespace lingbot {
 namespace {
@@ -73,7 +74,12 @@ ConvertSummary convert_checkpoint(const std::string& input, const std::string& o
   ConvertSummary s;
   s.tensors = tensors.size();
   for (auto& [name, t] : tensors) s.bytes += t.nbytes();
-  write_safetensors(output, tensors);
+  const size_t dot = output.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : output.substr(dot);
+  if (ext == ".pt" || ext == ".pth")
+    write_torch_checkpoint(output, tensors);
+  else
+    write_safetensors(output, tensors);
   return s;
 }
 

@@ -3,10 +3,12 @@
 // checkpoint keys that no component asked for.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "backend/ops.h"
 #include "weights/tensor_map.h"
@@ -19,6 +21,9 @@ class WeightLoader {
   WeightLoader(const TensorMap& tensors, Backend& backend, std::string source_name);
   // From synthetic weights v1 with this seed (every requested key exists).
   WeightLoader(uint64_t seed, Backend& backend);
+  ~WeightLoader();
+  WeightLoader(const WeightLoader&) = delete;
+  WeightLoader& operator=(const WeightLoader&) = delete;
 
   // The tensor `name` with exactly `shape`, converted to `dtype` on the backend.
   Tensor get(const std::string& name, const Shape& shape, DType dtype = DType::F32);
@@ -38,6 +43,9 @@ class WeightLoader {
   size_t parameters() const { return parameters_; }
 
  private:
+  // The checkpoint tensor `name`, checked for existence, shape and a float dtype; counted as used.
+  const Tensor& checked(const std::string& name, const Shape& shape);
+
   const TensorMap* tensors_ = nullptr;
   std::optional<uint64_t> seed_;
   Backend& backend_;
@@ -45,6 +53,8 @@ class WeightLoader {
   std::set<std::string> used_;
   size_t parameters_ = 0;
   TensorMap* record_ = nullptr;
+  std::atomic<bool> stop_readahead_{false};
+  std::thread readahead_;  // page-cache read-ahead of the checkpoint's tensors
 };
 
 }  // namespace lingbot

@@ -38,6 +38,8 @@ Tensor synthetic_tensor(uint64_t seed, const std::string& name, const Shape& sha
     a = std::ldexp(1.0, static_cast<int>(std::nearbyint(std::log2(1.56 / std::sqrt(fan_in)))));
   }
   float* v = t.f32();
+  // Each element is a pure function of its index, so threads give the same bits.
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 18))
   for (int64_t i = 0; i < n; ++i) {
     const int b = static_cast<int>(splitmix64(key + static_cast<uint64_t>(i)) >> 56);
     switch (kind) {

@@ -1,6 +1,7 @@
 #include "weights/zip_reader.h"
 
-#include <array>
+#include <zlib.h>
+
 #include <functional>
 
 #include "lingbot/error.h"
@@ -164,18 +165,7 @@ const uint8_t* zip_entry_bytes(const ZipEntry& e, const std::string& what, bool 
 }
 
 uint32_t crc32(const uint8_t* p, size_t n) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xffffffffu;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
-  return c ^ 0xffffffffu;
+  return static_cast<uint32_t>(::crc32_z(0, p, n));
 }
 
 }  // namespace lingbot

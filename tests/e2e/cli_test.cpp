@@ -87,6 +87,22 @@ TEST_F(Cli, ConvertWritesSyntheticWeightsAsACheckpoint) {
   test::expect_clean_cli_failure("convert synthetic:x " + path("bad.safetensors"), "numeric seed");
 }
 
+// A bf16 .pt written by convert loads to the same weights (synthetic values are exact in bf16),
+// so a run from it gives bitwise the predictions of a run from the fp32 safetensors.
+TEST_F(Cli, RunFromABf16PtCheckpointMatchesSafetensors) {
+  Result c = cli("convert " + path("tiny.safetensors") + " " + path("tiny.pt") + " --dtype bf16");
+  ASSERT_EQ(c.code, 0) << c.output;
+  for (const char* model : {"tiny.safetensors", "tiny.pt"}) {
+    Result r = cli("run --model " + path(model) + " --input " + frames() + " " + tiny_args() +
+                   " --out " + path(std::string("from_") + model));
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  auto a = read_safetensors(path("from_tiny.safetensors/predictions.safetensors")).tensors;
+  auto b = read_safetensors(path("from_tiny.pt/predictions.safetensors")).tensors;
+  ASSERT_EQ(a.size(), b.size());
+  for (auto& [name, t] : a) EXPECT_EQ(test::compare(b.at(name), t).max_abs_err, 0.0) << name;
+}
+
 TEST_F(Cli, WindowedRunMatchesTheReference) {
   Result r = cli("run --model synthetic:1 --arch tiny --input " + frames() +
                  " --preprocess none --scale-frames 4 --mode windowed --window-size 8 --overlap 4"

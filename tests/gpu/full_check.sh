@@ -31,7 +31,7 @@ if [ -n "${FRAMES:-}" ]; then
   stamp "end-to-end table done"
 fi
 if [ -x tests/gpu/checkpoint_load.sh ]; then
-  OUT="$OUT/checkpoint" timeout 120 tests/gpu/checkpoint_load.sh
+  DIR=/tmp/lingbot-ckpt EXTS=pt timeout 150 tests/gpu/checkpoint_load.sh
   stamp "checkpoint done"
 fi
 if [ -f tests/python/gpu_check.py ] && ls build/python/lingbot_map* >/dev/null 2>&1; then

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backend/cuda/common.h"
+#include "backend/cuda/staged_upload.h"
 #include "backend/scratch.h"
 
 namespace lingbot {
@@ -67,8 +68,7 @@ class CudaBackend final : public Backend {
       return out;
     }
     if (host_in.dtype() == dtype) {
-      LB_CUDA(
-          cudaMemcpyAsync(out.raw(), host_in.raw(), host_in.nbytes(), cudaMemcpyHostToDevice, s()));
+      staged_.copy(out.raw(), host_in.raw(), host_in.nbytes(), s());
       return out;
     }
     if (!is_float_elt(dtype)) {  // integers and bools: convert on the host
@@ -79,7 +79,7 @@ class CudaBackend final : public Backend {
     }
     Tensor host = is_float_elt(host_in.dtype()) ? host_in : host_in.to(DType::F32);
     void* tmp = ctx_->scratch.get(host.nbytes(), s());
-    LB_CUDA(cudaMemcpyAsync(tmp, host.raw(), host.nbytes(), cudaMemcpyHostToDevice, s()));
+    staged_.copy(tmp, host.raw(), host.nbytes(), s());
     cuda::convert(tmp, elt_of(host.dtype(), "upload source"), out.raw(), elt_of(dtype, "upload"),
                   host.numel(), s());
     if (host.raw() != host_in.raw()) LB_CUDA(cudaStreamSynchronize(s()));  // temporary host copy
@@ -540,6 +540,7 @@ class CudaBackend final : public Backend {
                   std::string("cuda backend: ") + op + " inside a recorded step (a bug)");
   }
   std::shared_ptr<Context> ctx_;
+  StagedUpload staged_;  // weights' host-to-device copies (declared after ctx_: freed first)
   // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
   static int conv_impl_gemm() {
     static const int v = [] {
