@@ -64,6 +64,9 @@ struct RunReport {
   int64_t dropped = 0;  // live sources: frames dropped because the model was slower
   int64_t windows = 0;  // windowed mode
   double seconds = 0;   // wall time, from the first frame asked for to the last file written
+  // Streaming: frames after the scale block per second of the device thread from the first of
+  // them to the last result (how `lingbot-map bench` counts, there after a warm-up sequence).
+  double streaming_fps = 0;
   double device = 0, wait_input = 0, wait_outputs = 0;  // seconds of the device thread
   double decode = 0, preprocess = 0;                    // seconds of work, all reader threads
   int read_threads = 0;

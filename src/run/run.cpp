@@ -161,6 +161,7 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     delivery.deliver(r, std::move(frame), &stats);
   };
   std::string input_error;
+  Clock::time_point streaming_start;
   for (int64_t pushed = 0;; ++pushed) {
     if (o.stop && o.stop()) break;
     std::optional<Tensor> frame;
@@ -176,6 +177,7 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     if (!frame) break;
     auto shared = std::make_shared<const Tensor>(std::move(*frame));
     const auto t1 = Clock::now();
+    if (pushed == options.scale_frames) streaming_start = t1;
     waiting.emplace(pushed, std::make_pair(delivery.wants_frames() ? shared : nullptr, t1));
     session->push(*shared, on_result);
     report.device += since(t1) - delivery.take_callback_seconds();
@@ -183,6 +185,9 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
   const auto t1 = Clock::now();
   session->finish(on_result);
   report.device += since(t1) - delivery.take_callback_seconds();
+  const int64_t streamed = report.frames - options.scale_frames;
+  if (streamed > 0 && streaming_start != Clock::time_point{})
+    report.streaming_fps = streamed / since(streaming_start);
   report.latency_p50_ms = latency.percentile_ms(0.5);
   report.latency_p99_ms = latency.percentile_ms(0.99);
   return input_error;
@@ -248,9 +253,14 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
 
 std::string describe(const RunReport& r) {
   char line[160];
-  std::snprintf(line, sizeof line, "%lld frames in %.2f s (%.2f frames/s)\n",
+  std::snprintf(line, sizeof line, "%lld frames in %.2f s (%.2f frames/s",
                 static_cast<long long>(r.frames), r.seconds, r.fps());
   std::string s = line;
+  if (r.streaming_fps > 0) {
+    std::snprintf(line, sizeof line, "; %.2f after the scale block", r.streaming_fps);
+    s += line;
+  }
+  s += ")\n";
   const int64_t n = r.frames;
   s += "per frame: device " + ms(r.device, n) + ", waiting for input " + ms(r.wait_input, n) +
        ", waiting for outputs " + ms(r.wait_outputs, n) + "\n";
@@ -284,6 +294,7 @@ std::string to_json(const RunReport& r) {
   nlohmann::ordered_json j = {{"frames", r.frames},
                               {"seconds", r.seconds},
                               {"fps", r.fps()},
+                              {"streaming_fps", r.streaming_fps},
                               {"dropped", r.dropped},
                               {"windows", r.windows},
                               {"device_s", r.device},
