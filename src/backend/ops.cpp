@@ -87,31 +87,29 @@ void Backend::do_upload_into(const Tensor& host, Tensor& dst) {
   copy(t, dst);
 }
 
-void Backend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) {
-  check(x, "linear", "input");
-  check(w, "linear", "weight");
-  check(y, "linear", "output");
-  if (b) check(*b, "linear", "bias");
-  LINGBOT_CHECK(w.rank() == 2 && w.dim(1) > 0, shapes("linear", {{"weight", &w}}));
+void Backend::check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
+                           const Tensor& y) const {
+  check(x, op, "input");
+  check(w, op, "weight");
+  check(y, op, "output");
+  if (b) check(*b, op, "bias");
+  LINGBOT_CHECK(w.rank() == 2 && w.dim(1) > 0, shapes(op, {{"weight", &w}}));
   const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
   LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
-                shapes("linear", {{"input", &x}, {"weight", &w}, {"output", &y}}));
-  if (b) LINGBOT_CHECK(b->numel() == n, shapes("linear", {{"weight", &w}, {"bias", b}}));
+                shapes(op, {{"input", &x}, {"weight", &w}, {"output", &y}}));
+  if (b) LINGBOT_CHECK(b->numel() == n, shapes(op, {{"weight", &w}, {"bias", b}}));
+}
+
+void Backend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) {
+  check_linear("linear", x, w, b, y);
   do_linear(x, w, b, y, act);
 }
 
 void Backend::linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
-  check(x, "linear_add", "input");
-  check(w, "linear_add", "weight");
-  check(y, "linear_add", "output");
-  if (b) check(*b, "linear_add", "bias");
-  LINGBOT_CHECK(w.rank() == 2 && w.dim(1) > 0, shapes("linear_add", {{"weight", &w}}));
-  const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-  LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
-                shapes("linear_add", {{"input", &x}, {"weight", &w}, {"output", &y}}));
-  if (b) LINGBOT_CHECK(b->numel() == n, shapes("linear_add", {{"weight", &w}, {"bias", b}}));
+  check_linear("linear_add", x, w, b, y);
   do_linear_add(x, w, b, y);
 }
+
 
 void Backend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) {
   check(x, "layer_norm", "input");

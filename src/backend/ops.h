@@ -171,6 +171,8 @@ class Backend {
   // `what` of op `op` lives on this device, in a dtype this backend handles (F32 if `f32`).
   void check(const Tensor& t, const char* op, const char* what, bool f32 = false) const;
   void check_query(const Tensor& q, const Tensor& out) const;  // of attention
+  void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
+                    const Tensor& y) const;
   std::vector<std::vector<KVSegment>> planned_;  // the default plan: the lists themselves
 };
 
