@@ -60,18 +60,7 @@ PreprocessMode parse_mode(const std::string& m) {
 }
 
 WindowedOptions windowed_options(const RunArgs& a) {
-  WindowedOptions w;
-  w.window_size = a.window_size;
-  w.overlap = a.overlap;
-  w.overlap_keyframes = a.overlap_keyframes;
-  w.scale_frames = a.stream.scale_frames;
-  w.keyframe_interval = std::max(1, a.stream.keyframe_interval);  // windowed default: 1
-  w.sliding_window = a.stream.window;
-  w.camera_iterations = a.stream.camera_iterations;
-  w.flow_threshold = a.stream.flow_threshold;
-  w.max_non_keyframe_gap = a.stream.max_non_keyframe_gap;
-  w.max_special_frames = a.stream.max_special_frames;
-  return w;
+  return lingbot::windowed_options(a.stream, a.window_size, a.overlap, a.overlap_keyframes);
 }
 
 // Creates the output folder and checks that files can be made in it, so that a bad --out fails

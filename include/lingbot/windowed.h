@@ -19,6 +19,13 @@
 
 namespace lingbot {
 
+struct WindowedOptions;
+// Windows streamed with `stream`'s settings: its scale frames, its window as each window's
+// sliding window, its keyframe interval (at least 1), camera iterations, adaptive keyframes and
+// special-frame cap.
+WindowedOptions windowed_options(const StreamOptions& stream, int window_size, int overlap = -1,
+                                 int overlap_keyframes = -1);
+
 struct WindowedOptions {
   int window_size = 64;        // KV slots per window: scale frames + keyframes
   int overlap = -1;            // frames; -1 = from overlap_keyframes or scale_frames

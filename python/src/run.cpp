@@ -57,17 +57,9 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
       std::max(1, get<int>(o, "keyframe_interval")), get<int>(o, "camera_iterations"), true, false,
       true, get<float>(o, "flow_threshold"), get<int>(o, "max_non_keyframe_gap"),
       get<int64_t>(o, "max_special_frames"));
-  WindowedOptions w;
-  w.window_size = get<int>(o, "window_size");
-  w.overlap = get<int>(o, "overlap");
-  w.overlap_keyframes = o["overlap_keyframes"].is_none() ? -1 : get<int>(o, "overlap_keyframes");
-  w.scale_frames = stream.scale_frames;
-  w.keyframe_interval = stream.keyframe_interval;
-  w.sliding_window = stream.window;
-  w.camera_iterations = stream.camera_iterations;
-  w.flow_threshold = stream.flow_threshold;
-  w.max_non_keyframe_gap = stream.max_non_keyframe_gap;
-  w.max_special_frames = stream.max_special_frames;
+  const WindowedOptions w =
+      windowed_options(stream, get<int>(o, "window_size"), get<int>(o, "overlap"),
+                       o["overlap_keyframes"].is_none() ? -1 : get<int>(o, "overlap_keyframes"));
 
   SourceOptions in{.fps = get<double>(o, "fps"),
                    .stride = get<int>(o, "stride"),
@@ -88,10 +80,9 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
   const int64_t frames =
       source->count() > 0 ? source->count() : int64_t{stream.scale_frames} + stream.window;
   // 0: the reference demo's rule (about 320 keyframes), as the CLI's default.
-  if (get<int>(o, "keyframe_interval") == 0) {
+  // (Windowed runs keep an interval of 1 then, as `w` was made with.)
+  if (get<int>(o, "keyframe_interval") == 0)
     stream.keyframe_interval = auto_keyframe_interval(frames);
-    w.keyframe_interval = 1;  // windowed default
-  }
 
   RunOptions ro{.stream = stream, .out_dir = out};
   if (windowed) ro.windowed = w;

@@ -99,6 +99,20 @@ int64_t resolve_overlap(int64_t frames, const WindowedOptions& options) {
   return frames > 1 ? std::min(o, frames - 1) : 0;
 }
 
+WindowedOptions windowed_options(const StreamOptions& s, int window_size, int overlap,
+                                 int overlap_keyframes) {
+  return {.window_size = window_size,
+          .overlap = overlap,
+          .overlap_keyframes = overlap_keyframes,
+          .scale_frames = s.scale_frames,
+          .keyframe_interval = std::max(1, s.keyframe_interval),
+          .sliding_window = s.window,
+          .camera_iterations = s.camera_iterations,
+          .flow_threshold = s.flow_threshold,
+          .max_non_keyframe_gap = s.max_non_keyframe_gap,
+          .max_special_frames = s.max_special_frames};
+}
+
 StreamOptions window_stream_options(const WindowedOptions& o) {
   const int64_t slots = std::max<int64_t>(int64_t{o.window_size} - o.scale_frames, 1);
   return {.scale_frames = o.scale_frames,
