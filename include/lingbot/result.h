@@ -56,4 +56,7 @@ FramePoints frame_points(const FrameResult& frame, const Tensor* rgb, const Poin
 // (blue) to the last (yellow), the same in the viewer and the renderer.
 std::array<uint8_t, 3> camera_colour(int64_t index, int64_t count);
 
+// The background behind the points in the viewer, its screenshots and rendered videos.
+inline constexpr std::array<uint8_t, 3> kViewBackground = {16, 18, 24};
+
 }  // namespace lingbot
