@@ -50,21 +50,21 @@ FramePart frame_part(const RunResult& run, int64_t i, const FrameNamer& names,
   const std::optional<Tensor> rgb = read_result_image(run, i, names);
   const FramePoints p = frame_points(f, rgb ? &*rgb : nullptr, o.points);
   const int64_t n = p.size();
-  const double step = n > cap ? double(n) / double(cap) : 1.0;
-  const float grow = static_cast<float>(std::sqrt(step));
+  const int64_t kept = std::min(n, cap);
+  const float grow = kept > 0 ? static_cast<float>(std::sqrt(double(n) / double(kept))) : 1;
   const float pixel = o.points.stride / std::max(std::fabs(f.intrinsics[0]), 1e-6f);
   const auto& m = f.w2c;
   FramePart part;
   render::PointCloud& c = part.cloud;
-  for (double s = 0; s < double(n); s += step) {
-    const size_t k = static_cast<size_t>(s);
+  for (int64_t j = 0; j < kept; ++j) {
+    const size_t k = static_cast<size_t>(j * n / kept);  // evenly over the frame
     const float* x = &p.xyz[3 * k];
     const float z = std::fabs(m[8] * x[0] + m[9] * x[1] + m[10] * x[2] + m[11]);
     c.xyz.insert(c.xyz.end(), x, x + 3);
     c.rgb.insert(c.rgb.end(), &p.rgb[3 * k], &p.rgb[3 * k] + 3);
     c.footprint.push_back(z * pixel * grow);
   }
-  const int64_t kept = c.size(), every = std::max<int64_t>(1, kept / 64);
+  const int64_t every = std::max<int64_t>(1, kept / 64);
   for (int64_t k = 0; k < kept; k += every) part.depths.push_back(c.footprint[k] / (pixel * grow));
   return part;
 }
