@@ -27,16 +27,21 @@ int run_render(RenderArgs a) {
   a.options.camera = parse_camera_path(a.camera);
   const RunResult run = read_result(a.result);
   const Renderer renderer(run, a.options);
+  const auto t1 = std::chrono::steady_clock::now();
   const bool tty = !a.quiet && isatty(fileno(stderr));
   const RenderedVideo v = write_video(renderer, a.out, a.fps, [&](int64_t done, int64_t total) {
     if (tty) std::fprintf(stderr, "\rrendering %lld/%lld", (long long)done, (long long)total);
   });
   if (tty) std::fputc('\n', stderr);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("render: %lld frames %dx%d (camera %s, %lld points) in %.1f s, %.0f ms/frame\n",
-              static_cast<long long>(v.frames), a.options.width, a.options.height, a.camera.c_str(),
-              static_cast<long long>(renderer.points()), s,
-              1000 * s / static_cast<double>(v.frames));
+  using secs = std::chrono::duration<double>;
+  const double prepare = secs(t1 - t0).count(),
+               draw = secs(std::chrono::steady_clock::now() - t1).count();
+  std::printf(
+      "render: %lld frames %dx%d (camera %s) in %.1f s, %.0f ms/frame; %lld points read in %.1f "
+      "s\n",
+      static_cast<long long>(v.frames), a.options.width, a.options.height, a.camera.c_str(), draw,
+      1000 * draw / static_cast<double>(v.frames), static_cast<long long>(renderer.points()),
+      prepare);
   if (v.video)
     std::printf("  video: %s (%s, %d frames/s)\n", v.path.c_str(), v.codec.c_str(), a.fps);
   else

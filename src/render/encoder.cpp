@@ -129,7 +129,7 @@ VideoEncoder::VideoEncoder(const std::string& path, const std::string& name, int
     if (of->flags & AVFMT_GLOBALHEADER) m.c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     if (std::string(enc->name) == "libx264") {
       // Quick to encode, visually lossless for flat-shaded points on a dark background.
-      av_opt_set(m.c->priv_data, "preset", "veryfast", 0);
+      av_opt_set(m.c->priv_data, "preset", "superfast", 0);
       av_opt_set(m.c->priv_data, "crf", "20", 0);
     } else {
       m.c->flags |= AV_CODEC_FLAG_QSCALE;  // fixed quality (MPEG-4 part 2 and the like)

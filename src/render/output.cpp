@@ -1,9 +1,15 @@
 // write_video: the renderer's frames into a video file or a folder of PNGs, and the parsing of
 // the options that choose them.
+#include <omp.h>
+
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <mutex>
+#include <vector>
 
 #include "lingbot/error.h"
 #include "lingbot/render.h"
@@ -58,6 +64,34 @@ int64_t frame_number(const std::string& name) {
   return r.ec == std::errc() && r.ptr == name.data() + 12 ? n : -1;
 }
 
+// Frames [t0, t0 + out.size()) rendered at once, one per thread: the per-frame work that does
+// not spread over points (clearing, resolving, lines) then runs in parallel too.
+void render_batch(const Renderer& renderer, int64_t t0, std::vector<ImageU8>& out) {
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const int64_t n = static_cast<int64_t>(out.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t k = 0; k < n; ++k) {
+    try {
+      out[static_cast<size_t>(k)] = renderer.render(t0 + k);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+// Every frame in order, `batch` rendered at a time, each handed to `take`.
+void for_each_frame(const Renderer& renderer, const std::function<void(int64_t, ImageU8&)>& take) {
+  const int64_t n = renderer.frames(), batch = std::max(1, omp_get_max_threads());
+  for (int64_t t0 = 0; t0 < n; t0 += batch) {
+    std::vector<ImageU8> frames(static_cast<size_t>(std::min(batch, n - t0)));
+    render_batch(renderer, t0, frames);
+    for (size_t k = 0; k < frames.size(); ++k) take(t0 + static_cast<int64_t>(k), frames[k]);
+  }
+}
+
 RenderedVideo write_pngs(const Renderer& renderer, const std::string& dir,
                          const std::function<void(int64_t, int64_t)>& progress) {
   std::error_code ec;
@@ -66,10 +100,10 @@ RenderedVideo write_pngs(const Renderer& renderer, const std::string& dir,
     throw Error("cannot create output folder " + dir + ": " +
                 (ec ? ec.message() : std::string("a file of that name is in the way")));
   const int64_t n = renderer.frames();
-  for (int64_t t = 0; t < n; ++t) {
-    write_png((fs::path(dir) / default_frame_name(t)).string(), renderer.render(t));
+  for_each_frame(renderer, [&](int64_t t, ImageU8& img) {
+    write_png((fs::path(dir) / default_frame_name(t)).string(), img);
     if (progress) progress(t + 1, n);
-  }
+  });
   // Frames of an earlier, longer rendering into the same folder would play on after this one.
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (frame_number(e.path().filename().string()) >= n) fs::remove(e.path(), ec);
@@ -95,10 +129,10 @@ RenderedVideo write_video(const Renderer& renderer, const std::string& out, int 
     const RenderOptions& o = renderer.options();
     render::VideoEncoder encoder(part, out, o.width, o.height, fps);
     const int64_t n = renderer.frames();
-    for (int64_t t = 0; t < n; ++t) {
-      encoder.add(renderer.render(t));
+    for_each_frame(renderer, [&](int64_t t, ImageU8& img) {
+      encoder.add(img);
       if (progress) progress(t + 1, n);
-    }
+    });
     encoder.finish();
     fs::rename(part, out, ec);
     if (ec) throw Error("cannot write " + out + ": " + ec.message());

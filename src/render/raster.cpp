@@ -50,18 +50,15 @@ void Canvas::draw_points(const View& view, const PointCloud& cloud, int64_t coun
         atomic_min(zbuf_[static_cast<size_t>(y) * width_ + x], packed);
       continue;
     }
-    // Pixels whose centre lies in the disc.
-    const int x0 = std::max(0, static_cast<int>(std::ceil(p.u - r - 0.5f)));
-    const int x1 = std::min(width_ - 1, static_cast<int>(std::floor(p.u + r - 0.5f)));
+    // Pixels whose centre lies in the disc: on each row, the span within the chord.
     const int y0 = std::max(0, static_cast<int>(std::ceil(p.v - r - 0.5f)));
     const int y1 = std::min(height_ - 1, static_cast<int>(std::floor(p.v + r - 0.5f)));
     for (int y = y0; y <= y1; ++y) {
-      const float dy = y + 0.5f - p.v;
-      for (int x = x0; x <= x1; ++x) {
-        const float dx = x + 0.5f - p.u;
-        if (dx * dx + dy * dy <= r * r)
-          atomic_min(zbuf_[static_cast<size_t>(y) * width_ + x], packed);
-      }
+      const float dy = y + 0.5f - p.v, half = std::sqrt(std::max(0.0f, r * r - dy * dy));
+      const int x0 = std::max(0, static_cast<int>(std::ceil(p.u - half - 0.5f)));
+      const int x1 = std::min(width_ - 1, static_cast<int>(std::floor(p.u + half - 0.5f)));
+      uint64_t* row = &zbuf_[static_cast<size_t>(y) * width_];
+      for (int x = x0; x <= x1; ++x) atomic_min(row[x], packed);
     }
   }
 }
