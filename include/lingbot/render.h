@@ -30,7 +30,7 @@ enum class CameraPath { Follow, Birdeye, Static };
 
 // "follow", "birdeye" or "static"; throws Error naming the choices otherwise.
 CameraPath parse_camera_path(const std::string& name);
-// "WxH" with even sides from 16 to 8192 (video encoders need even sides); throws Error otherwise.
+// "WxH" with even sides from 16 to 4096 (video encoders need even sides); throws Error otherwise.
 std::pair<int, int> parse_render_size(const std::string& text);
 
 struct RenderOptions {

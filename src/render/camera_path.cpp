@@ -71,8 +71,9 @@ CameraPlan::CameraPlan(Scene scene, CameraPath path, int width, int height, floa
       break;
     case CameraPath::Birdeye: {
       // Straight down (-up is +y), the first camera's forward (+z) at the top of the picture;
-      // far enough that the box's x extent fits across and its z extent from top to bottom.
-      const float dist = 1.1f * std::max(0.5f * size[0] / tan_x, 0.5f * size[2] / tan_y);
+      // far enough that the box's x extent fits across and its z extent from top to bottom, with a
+      // margin.
+      const float dist = 1.3f * std::max(0.5f * size[0] / tan_x, 0.5f * size[2] / tan_y);
       const Vec3 eye{mid[0], s.lo[1] - dist, mid[2]};
       fixed_ = View::look_at(eye, eye + Vec3{0, 1, 0}, {0, 0, 1}, width, height, fov_y);
       break;

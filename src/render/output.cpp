@@ -38,10 +38,10 @@ std::pair<int, int> parse_render_size(const std::string& text) {
     ok = a.ec == std::errc() && a.ptr == b + x && c.ec == std::errc() && c.ptr == b + text.size() &&
          x > 0 && std::isdigit(static_cast<unsigned char>(text[0]));
   }
-  ok = ok && w >= 16 && h >= 16 && w <= 8192 && h <= 8192 && w % 2 == 0 && h % 2 == 0;
+  ok = ok && w >= 16 && h >= 16 && w <= 4096 && h <= 4096 && w % 2 == 0 && h % 2 == 0;
   if (!ok)
     throw Error(
-        "bad size '" + text + "': expected WxH with even sides from 16 to 8192, e.g. 1280x720",
+        "bad size '" + text + "': expected WxH with even sides from 16 to 4096, e.g. 1280x720",
         ErrorKind::InvalidArgument);
   return {w, h};
 }

@@ -25,7 +25,7 @@ struct Renderer::Impl {
   int64_t frustum_step = 1;                   // every k-th frame's frustum (and the current one)
   std::unique_ptr<render::CameraPlan> plan;
 
-  static constexpr float kFrustumDepth = 0.12f;  // in scene depths
+  static constexpr float kFrustumDepth = 0.12f;  // in scene depths (or width, if larger)
   static constexpr int64_t kMaxFrustums = 100;
 
   double position(int64_t t) const {
@@ -60,12 +60,17 @@ FramePart frame_part(const RunResult& run, int64_t i, const FrameNamer& names,
     const size_t k = static_cast<size_t>(j * n / kept);  // evenly over the frame
     const float* x = &p.xyz[3 * k];
     const float z = std::fabs(m[8] * x[0] + m[9] * x[1] + m[10] * x[2] + m[11]);
+    const float footprint = z * pixel * grow;
     c.xyz.insert(c.xyz.end(), x, x + 3);
     c.rgb.insert(c.rgb.end(), &p.rgb[3 * k], &p.rgb[3 * k] + 3);
-    c.footprint.push_back(z * pixel * grow);
+    c.footprint.push_back(std::isfinite(footprint) ? footprint : 0);  // else one pixel
   }
   const int64_t every = std::max<int64_t>(1, kept / 64);
-  for (int64_t k = 0; k < kept; k += every) part.depths.push_back(c.footprint[k] / (pixel * grow));
+  for (int64_t k = 0; k < kept; k += every) {
+    const float* x = &c.xyz[3 * k];
+    const float z = std::fabs(m[8] * x[0] + m[9] * x[1] + m[10] * x[2] + m[11]);
+    if (z > 0 && std::isfinite(z)) part.depths.push_back(z);
+  }
   return part;
 }
 
@@ -73,8 +78,8 @@ FramePart frame_part(const RunResult& run, int64_t i, const FrameNamer& names,
 
 Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::make_unique<Impl>()) {
   LINGBOT_CHECK_ARG(!run.frames.empty(), "the result in " + run.dir + " holds no frames");
-  LINGBOT_CHECK_ARG(o.width >= 16 && o.height >= 16 && o.width <= 8192 && o.height <= 8192,
-                    "the picture must be 16x16 to 8192x8192, got " + std::to_string(o.width) + "x" +
+  LINGBOT_CHECK_ARG(o.width >= 16 && o.height >= 16 && o.width <= 4096 && o.height <= 4096,
+                    "the picture must be 16x16 to 4096x4096, got " + std::to_string(o.width) + "x" +
                         std::to_string(o.height));
   LINGBOT_CHECK_ARG(o.frames >= 0, "the frame count must not be negative");
   LINGBOT_CHECK_ARG(o.fov_y_degrees > 1 && o.fov_y_degrees < 170,
@@ -118,7 +123,12 @@ Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::ma
     depths.insert(depths.end(), part.depths.begin(), part.depths.end());
     part = {};
     const auto& c = run.frames[static_cast<size_t>(i)].c2w;
-    scene.centres.push_back({c[3], c[7], c[11]});
+    // A camera with non-finite numbers stays where the one before it was.
+    const Vec3 centre{c[3], c[7], c[11]};
+    const bool finite = std::isfinite(centre[0] + centre[1] + centre[2]);
+    scene.centres.push_back(finite                  ? centre
+                            : scene.centres.empty() ? Vec3{0, 0, 0}
+                                                    : scene.centres.back());
     scene.forwards.push_back(render::normalized({c[2], c[6], c[10]}, {0, 0, 1}));
   }
   // The scene's scale: the median depth of what the cameras see; bounds from a sample of at
@@ -151,9 +161,12 @@ Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::ma
     };
     const float fx = f.intrinsics[0], cx = f.intrinsics[2], fy = f.intrinsics[4],
                 cy = f.intrinsics[5];
-    auto corner = [&](float u, float v) {
-      return world((u - cx) / fx * fd, (v - cy) / fy * fd, fd);
-    };
+    // The image plane at depth fd, or nearer for a wide camera, so that no frustum is larger
+    // than fd in any direction.
+    const float spread = std::max({1.0f, std::fabs(cx / fx), std::fabs((f.width - cx) / fx),
+                                   std::fabs(cy / fy), std::fabs((f.height - cy) / fy)});
+    const float d = fd / (std::isfinite(spread) ? spread : 1.0f);
+    auto corner = [&](float u, float v) { return world((u - cx) / fx * d, (v - cy) / fy * d, d); };
     m.frustums.push_back({world(0, 0, 0), corner(0, 0), corner(float(f.width), 0),
                           corner(float(f.width), float(f.height)), corner(0, float(f.height))});
     m.colours.push_back(camera_colour(i, s));

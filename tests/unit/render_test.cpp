@@ -3,6 +3,7 @@
 #include "lingbot/render.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <filesystem>
@@ -304,6 +305,30 @@ TEST(Render, FrustumsAndTrajectoryInCameraColours) {
   for (size_t i = 0; i < first.rgb.size(); i += 3)
     EXPECT_GT(distance({first.rgb[i], first.rgb[i + 1], first.rgb[i + 2]}, camera_colour(1, 2)),
               24);
+}
+
+TEST(Render, TheSameFramesOnAnyThreadCount) {
+  RenderOptions o{.width = 96, .height = 64};
+  o.points.stride = 1;  // many overlapping splats: the order threads draw them in varies
+  const Renderer r(make_run(6), o);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const ImageU8 one = r.render(5);
+  omp_set_num_threads(4);
+  const ImageU8 four = r.render(5);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one.rgb, four.rgb);
+}
+
+TEST(Render, BrokenCamerasDrawNothingOfThemselvesButDoNotStopTheRest) {
+  RunResult run = make_run(4);
+  run.frames[1].intrinsics[0] = INFINITY;  // a field of view of 0, as synthetic weights give
+  run.frames[2].c2w[3] = NAN;
+  run.frames[2].w2c[3] = NAN;
+  for (CameraPath path : {CameraPath::Follow, CameraPath::Birdeye, CameraPath::Static}) {
+    const Renderer r(run, {.width = 64, .height = 48, .camera = path});
+    EXPECT_GT(count_not(r.render(3), kViewBackground), 0);
+  }
 }
 
 TEST(Render, LongRunsAreThinnedAndSteppedThrough) {
