@@ -98,12 +98,12 @@ TEST_F(RenderCli, PngFramesAreNotBlankAndChangeAlongTheTrajectory) {
 }
 
 TEST_F(RenderCli, TheVideoDecodesBackFrameForFrame) {
-  const std::string out = path("fly.mp4");
+  const std::string out = path("new/folder/fly.mp4");  // made as needed
   const test::CliResult r =
       test::run_cli("render " + result() + " --out " + out + " --size 160x120 --fps 8");
   ASSERT_EQ(r.code, 0) << r.output;
   if (!video_encoding_supported()) {  // PNG frames beside the name instead
-    EXPECT_TRUE(fs::exists(path("fly/frame_000015.png"))) << r.output;
+    EXPECT_TRUE(fs::exists(path("new/folder/fly/frame_000015.png"))) << r.output;
     GTEST_SKIP() << "no FFmpeg in this build: PNG frames checked only";
   }
   EXPECT_NE(r.output.find("video: " + out), std::string::npos) << r.output;
@@ -163,7 +163,9 @@ TEST_F(RenderCli, BadInputIsOneLineAndLeavesOutputsIntact) {
                                  "cannot create output folder");
   if (video_encoding_supported()) {
     test::expect_clean_cli_failure("render " + result() + " --out " + path("a_file/fly.mp4"),
-                                   "cannot write");
+                                   "cannot create output folder");
+    test::expect_clean_cli_failure("render " + result() + " --out /proc/fly.mp4",
+                                   "cannot write /proc/fly.mp4");
     fs::create_directories(path("folder.mp4"));
     test::expect_clean_cli_failure("render " + result() + " --out " + path("folder.mp4"),
                                    "it is a folder");
