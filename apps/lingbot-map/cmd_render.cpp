@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "commands.h"
+#include "lingbot/error.h"
 #include "lingbot/render.h"
 #include "lingbot/result.h"
 #include "pipeline.h"
@@ -26,6 +28,11 @@ int run_render(RenderArgs a) {
   std::tie(a.options.width, a.options.height) = parse_render_size(a.size);
   a.options.camera = parse_camera_path(a.camera);
   const RunResult run = read_result(a.result);
+  // Frames named frame_NNNNNN.png written over the run's own input pictures would lose them.
+  std::error_code ec;
+  if (std::filesystem::equivalent(a.out, std::filesystem::path(run.dir) / "images", ec))
+    throw Error("--out " + a.out + " is the result's images folder, which render reads",
+                ErrorKind::InvalidArgument);
   const Renderer renderer(run, a.options);
   const auto t1 = std::chrono::steady_clock::now();
   const bool tty = !a.quiet && isatty(fileno(stderr));

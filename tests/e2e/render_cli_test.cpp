@@ -157,6 +157,8 @@ TEST_F(RenderCli, BadInputIsOneLineAndLeavesOutputsIntact) {
   test::expect_clean_cli_failure("render " + result() + keep + " --size 100", "bad size '100'");
   test::expect_clean_cli_failure("render " + result() + keep + " --size 641x480", "even sides");
   test::expect_clean_cli_failure("render " + result() + keep + " --fps 0", "--fps");
+  test::expect_clean_cli_failure("render " + result() + " --out " + result() + "/images/",
+                                 "the result's images folder");
   // Unwritable outputs: under a file, and a video named where a folder is.
   std::ofstream(path("a_file")) << "x";
   test::expect_clean_cli_failure("render " + result() + " --out " + path("a_file/frames"),
