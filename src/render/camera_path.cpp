@@ -55,7 +55,8 @@ void set_bounds(Scene& s, const std::vector<float>& xyz) {
   }
 }
 
-CameraPlan::CameraPlan(Scene scene, CameraPath path, int width, int height, float fov_y)
+CameraPlan::CameraPlan(Scene scene, CameraPath path, int width, int height, float fov_y,
+                       double step)
     : scene_(std::move(scene)), path_(path), width_(width), height_(height), fov_y_(fov_y) {
   if (!(scene_.depth > 0) || !std::isfinite(scene_.depth)) scene_.depth = 1;
   if (scene_.centres.empty())
@@ -66,8 +67,8 @@ CameraPlan::CameraPlan(Scene scene, CameraPath path, int width, int height, floa
   const float tan_y = std::tan(0.5f * fov_y), tan_x = tan_y * aspect;
   switch (path) {
     case CameraPath::Follow:
-      centres_ = smooth(s.centres, kSmoothFrames);
-      forwards_ = smooth(s.forwards, kSmoothFrames);
+      centres_ = smooth(s.centres, std::max(kSmoothFrames, 1.5 * step));
+      forwards_ = smooth(s.forwards, std::max(kSmoothFrames, 1.5 * step));
       break;
     case CameraPath::Birdeye: {
       // Straight down (-up is +y), the first camera's forward (+z) at the top of the picture;

@@ -21,7 +21,8 @@ void set_bounds(Scene& scene, const std::vector<float>& xyz);
 
 class CameraPlan {
  public:
-  CameraPlan(Scene scene, CameraPath path, int width, int height, float fov_y);
+  // `step`: result frames per video frame; the follow path is smoothed over at least that.
+  CameraPlan(Scene scene, CameraPath path, int width, int height, float fov_y, double step = 1);
   // The view at `position`, in result frames (fractional between two frames).
   View at(double position) const;
   const Scene& scene() const { return scene_; }
@@ -29,7 +30,8 @@ class CameraPlan {
   // Follow: behind the (smoothed) camera by this many scene depths, above it by kAbove, looking
   // at the point kAhead depths in front of it.
   static constexpr float kBehind = 0.8f, kAbove = 0.4f, kAhead = 0.8f;
-  static constexpr double kSmoothFrames = 3;  // Gaussian sigma of the follow path, in frames
+  // Gaussian sigma of the follow path: this many frames, or 1.5 video frames when longer.
+  static constexpr double kSmoothFrames = 3;
 
  private:
   Scene scene_;

@@ -172,9 +172,10 @@ Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::ma
     m.colours.push_back(camera_colour(i, s));
   }
   m.frustum_step = std::max<int64_t>(1, (s + Impl::kMaxFrustums - 1) / Impl::kMaxFrustums);
-  m.plan =
-      std::make_unique<render::CameraPlan>(std::move(scene), o.camera, o.width, o.height,
-                                           o.fov_y_degrees * static_cast<float>(M_PI) / 180.0f);
+  m.plan = std::make_unique<render::CameraPlan>(
+      std::move(scene), o.camera, o.width, o.height,
+      o.fov_y_degrees * static_cast<float>(M_PI) / 180.0f,
+      m.video_frames > 1 ? double(s - 1) / double(m.video_frames - 1) : 1.0);
 }
 
 Renderer::~Renderer() = default;

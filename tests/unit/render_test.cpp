@@ -224,6 +224,27 @@ TEST(RenderPaths, FollowSmoothsAShakyTrajectory) {
   for (int i = 10; i < 30; ++i) EXPECT_LT(std::fabs(plan.at(i).eye[0]), 0.05f) << i;
 }
 
+TEST(RenderPaths, FollowSmoothsOverTheVideoFramesOfALongRun) {
+  // A sway with a period of 20 frames survives 3-frame smoothing, not that of a video that
+  // steps 10 result frames at a time.
+  render::Scene s;
+  for (int i = 0; i < 200; ++i) {
+    s.centres.push_back({0.2f * std::sin(2 * kPi * i / 20), 0, 0.5f * i});
+    s.forwards.push_back({0, 0, 1});
+  }
+  s.depth = 4;
+  render::set_bounds(s, {});
+  const render::CameraPlan every(s, CameraPath::Follow, 64, 48, 1.0f, 1);
+  const render::CameraPlan stepped(s, CameraPath::Follow, 64, 48, 1.0f, 10);
+  float sway_every = 0, sway_stepped = 0;
+  for (int i = 50; i < 150; ++i) {
+    sway_every = std::max(sway_every, std::fabs(every.at(i).eye[0]));
+    sway_stepped = std::max(sway_stepped, std::fabs(stepped.at(i).eye[0]));
+  }
+  EXPECT_GT(sway_every, 0.1f);
+  EXPECT_LT(sway_stepped, 0.01f);
+}
+
 TEST(RenderPaths, BirdeyeAndStaticFrameEveryCamera) {
   render::Scene s;
   for (int i = 0; i < 20; ++i) {
