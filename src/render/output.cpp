@@ -6,14 +6,13 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
-#include <mutex>
 #include <vector>
 
 #include "lingbot/error.h"
 #include "lingbot/render.h"
 #include "render/encoder.h"
+#include "render/parallel.h"
 
 namespace lingbot {
 
@@ -64,30 +63,16 @@ int64_t frame_number(const std::string& name) {
   return r.ec == std::errc() && r.ptr == name.data() + 12 ? n : -1;
 }
 
-// Frames [t0, t0 + out.size()) rendered at once, one per thread: the per-frame work that does
-// not spread over points (clearing, resolving, lines) then runs in parallel too.
-void render_batch(const Renderer& renderer, int64_t t0, std::vector<ImageU8>& out) {
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  const int64_t n = static_cast<int64_t>(out.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t k = 0; k < n; ++k) {
-    try {
-      out[static_cast<size_t>(k)] = renderer.render(t0 + k);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
-}
-
-// Every frame in order, `batch` rendered at a time, each handed to `take`.
+// Every frame in order, handed to `take`.
 void for_each_frame(const Renderer& renderer, const std::function<void(int64_t, ImageU8&)>& take) {
   const int64_t n = renderer.frames(), batch = std::max(1, omp_get_max_threads());
   for (int64_t t0 = 0; t0 < n; t0 += batch) {
+    // A batch at once, one frame per thread: the per-frame work that does not spread over
+    // points (clearing, resolving, lines) then runs in parallel too.
     std::vector<ImageU8> frames(static_cast<size_t>(std::min(batch, n - t0)));
-    render_batch(renderer, t0, frames);
+    render::parallel_for(static_cast<int64_t>(frames.size()), [&](int64_t k) {
+      frames[static_cast<size_t>(k)] = renderer.render(t0 + k);
+    });
     for (size_t k = 0; k < frames.size(); ++k) take(t0 + static_cast<int64_t>(k), frames[k]);
   }
 }

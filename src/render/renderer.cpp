@@ -2,12 +2,11 @@
 // scratch (points of the frames reached so far, trajectory, frustums) from the planned camera.
 #include <algorithm>
 #include <cmath>
-#include <exception>
-#include <mutex>
 
 #include "lingbot/error.h"
 #include "lingbot/render.h"
 #include "render/camera_path.h"
+#include "render/parallel.h"
 #include "render/raster.h"
 
 namespace lingbot {
@@ -74,6 +73,44 @@ FramePart frame_part(const RunResult& run, int64_t i, const FrameNamer& names,
   return part;
 }
 
+// A camera's apex and image corners in the world: the image plane at depth `size`, or nearer
+// for a wide camera, so that no frustum is larger than `size` in any direction.
+std::array<Vec3, 5> frustum(const FrameResult& f, float size) {
+  const auto& c = f.c2w;
+  auto world = [&](float x, float y, float z) -> Vec3 {
+    return {c[0] * x + c[1] * y + c[2] * z + c[3], c[4] * x + c[5] * y + c[6] * z + c[7],
+            c[8] * x + c[9] * y + c[10] * z + c[11]};
+  };
+  const float fx = f.intrinsics[0], cx = f.intrinsics[2], fy = f.intrinsics[4],
+              cy = f.intrinsics[5], w = float(f.width), h = float(f.height);
+  const float spread = std::max({1.0f, std::fabs(cx / fx), std::fabs((w - cx) / fx),
+                                 std::fabs(cy / fy), std::fabs((h - cy) / fy)});
+  const float d = size / (std::isfinite(spread) ? spread : 1.0f);
+  auto corner = [&](float u, float v) { return world((u - cx) / fx * d, (v - cy) / fy * d, d); };
+  return {world(0, 0, 0), corner(0, 0), corner(w, 0), corner(w, h), corner(0, h)};
+}
+
+// The scene's scale (the median of the sampled depths; without points, the trajectory's
+// extent) and bounds (from at most 65536 of the points).
+void measure_scene(render::Scene& scene, std::vector<float>& depths,
+                   const render::PointCloud& cloud) {
+  if (!depths.empty()) {
+    std::nth_element(depths.begin(), depths.begin() + depths.size() / 2, depths.end());
+    scene.depth = depths[depths.size() / 2];
+  }
+  if (!(scene.depth > 0) || !std::isfinite(scene.depth)) {
+    float extent = 0;
+    for (const Vec3& c : scene.centres)
+      extent = std::max(extent, render::norm(c - scene.centres[0]));
+    scene.depth = extent > 0 ? extent : 1;
+  }
+  std::vector<float> sample;
+  const int64_t n = cloud.size(), every = std::max<int64_t>(1, n / 65536);
+  for (int64_t i = 0; i < n; i += every)
+    sample.insert(sample.end(), &cloud.xyz[3 * i], &cloud.xyz[3 * i] + 3);
+  render::set_bounds(scene, sample);
+}
+
 }  // namespace
 
 Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::make_unique<Impl>()) {
@@ -99,18 +136,8 @@ Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::ma
   const int64_t cap = std::max<int64_t>(1, std::min(o.max_points_per_frame, o.max_points / s));
   const FrameNamer names = result_image_names(run);
   std::vector<FramePart> parts(static_cast<size_t>(s));
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < s; ++i) {
-    try {
-      parts[static_cast<size_t>(i)] = frame_part(run, i, names, o, cap);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  render::parallel_for(
+      s, [&](int64_t i) { parts[static_cast<size_t>(i)] = frame_part(run, i, names, o, cap); });
   render::Scene scene;
   std::vector<float> depths;
   for (int64_t i = 0; i < s; ++i) {
@@ -131,44 +158,11 @@ Renderer::Renderer(const RunResult& run, const RenderOptions& o) : impl_(std::ma
                                                     : scene.centres.back());
     scene.forwards.push_back(render::normalized({c[2], c[6], c[10]}, {0, 0, 1}));
   }
-  // The scene's scale: the median depth of what the cameras see; bounds from a sample of at
-  // most 65536 points.
-  if (!depths.empty()) {
-    std::nth_element(depths.begin(), depths.begin() + depths.size() / 2, depths.end());
-    scene.depth = depths[depths.size() / 2];
-  }
-  std::vector<float> sample;
-  const int64_t n = m.cloud.size(), every = std::max<int64_t>(1, n / 65536);
-  for (int64_t i = 0; i < n; i += every)
-    sample.insert(sample.end(), &m.cloud.xyz[3 * i], &m.cloud.xyz[3 * i] + 3);
-  if (!(scene.depth > 0) || !std::isfinite(scene.depth)) {
-    // No points: the trajectory's own extent sets the scale.
-    float extent = 0;
-    for (const Vec3& c : scene.centres)
-      extent = std::max(extent, render::norm(c - scene.centres[0]));
-    scene.depth = extent > 0 ? extent : 1;
-  }
-  render::set_bounds(scene, sample);
+  measure_scene(scene, depths, m.cloud);
 
-  // Frustums: the image corners at a fixed fraction of the scene depth.
-  const float fd = Impl::kFrustumDepth * scene.depth;
+  const float frustum_size = Impl::kFrustumDepth * scene.depth;
   for (int64_t i = 0; i < s; ++i) {
-    const FrameResult& f = run.frames[static_cast<size_t>(i)];
-    const auto& c = f.c2w;
-    auto world = [&](float x, float y, float z) -> Vec3 {
-      return {c[0] * x + c[1] * y + c[2] * z + c[3], c[4] * x + c[5] * y + c[6] * z + c[7],
-              c[8] * x + c[9] * y + c[10] * z + c[11]};
-    };
-    const float fx = f.intrinsics[0], cx = f.intrinsics[2], fy = f.intrinsics[4],
-                cy = f.intrinsics[5];
-    // The image plane at depth fd, or nearer for a wide camera, so that no frustum is larger
-    // than fd in any direction.
-    const float spread = std::max({1.0f, std::fabs(cx / fx), std::fabs((f.width - cx) / fx),
-                                   std::fabs(cy / fy), std::fabs((f.height - cy) / fy)});
-    const float d = fd / (std::isfinite(spread) ? spread : 1.0f);
-    auto corner = [&](float u, float v) { return world((u - cx) / fx * d, (v - cy) / fy * d, d); };
-    m.frustums.push_back({world(0, 0, 0), corner(0, 0), corner(float(f.width), 0),
-                          corner(float(f.width), float(f.height)), corner(0, float(f.height))});
+    m.frustums.push_back(frustum(run.frames[static_cast<size_t>(i)], frustum_size));
     m.colours.push_back(camera_colour(i, s));
   }
   m.frustum_step = std::max<int64_t>(1, (s + Impl::kMaxFrustums - 1) / Impl::kMaxFrustums);
