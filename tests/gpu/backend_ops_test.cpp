@@ -555,15 +555,20 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
 }
 
 // The kernels a bf16 head_dim-64 call can take: mma.sync with 8 or 4 warps per CTA everywhere,
-// and the wgmma kernel on compute capability 9.0 (the backend's name ends in "sm_90)").
+// and the wgmma kernel in both its shapes on compute capability 9.0 (the backend's name ends in
+// "sm_90)").
 struct AttnVariant {
-  const char* impl;   // LINGBOT_ATTN_IMPL
-  const char* warps;  // LINGBOT_ATTN_WARPS, mma only
+  const char* impl;             // LINGBOT_ATTN_IMPL
+  const char* warps;            // LINGBOT_ATTN_WARPS, mma only
+  const char* shape = nullptr;  // LINGBOT_ATTN_SHAPE, wgmma only
 };
 std::vector<AttnVariant> attention_variants(const KvSet& kv) {
   if (kv.dt != DType::BF16 || kv.d != 64) return {{"default", nullptr}};
   std::vector<AttnVariant> v = {{"mma", "8"}, {"mma", "4"}};
-  if (gpu().name().find(", sm_90)") != std::string::npos) v.push_back({"wgmma", nullptr});
+  if (gpu().name().find(", sm_90)") != std::string::npos) {
+    v.push_back({"wgmma", nullptr});
+    v.push_back({"wgmma", nullptr, "2x128"});
+  }
   return v;
 }
 
@@ -580,10 +585,12 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
   for (const auto& v : variants) {
     setenv("LINGBOT_ATTN_IMPL", v.impl, 1);
     if (v.warps) setenv("LINGBOT_ATTN_WARPS", v.warps, 1);
+    if (v.shape) setenv("LINGBOT_ATTN_SHAPE", v.shape, 1);
     Tensor out = poisoned({nq, h, d}, out_dt);
     gpu().attention(gq, kv.dev_segs, scale, out);
     outs.push_back(gpu().download(out));
     unsetenv("LINGBOT_ATTN_WARPS");
+    unsetenv("LINGBOT_ATTN_SHAPE");
   }
   unsetenv("LINGBOT_ATTN_IMPL");
 
@@ -607,6 +614,8 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
                                  << " segments=" << kv.dev_segs.size() << " kernel "
                                  << variants[v].impl << (variants[v].warps ? "/" : "")
                                  << (variants[v].warps ? variants[v].warps : "")
+                                 << (variants[v].shape ? "/" : "")
+                                 << (variants[v].shape ? variants[v].shape : "")
                                  << " max|ref|=" << a.max_abs_ref;
     // Rows outside the checked subset must still have been written.
     for (int64_t i = 0; i < got.numel(); ++i)
