@@ -622,7 +622,7 @@ void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
                    (env_int("LINGBOT_ATTN_PINGPONG", 0) ? kPingPong : 0);
   Launch l{};
   const bool found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6>(mode, l)
-                          : pick<Cfg4x64, kLazy, 0, 1, 5, 12, 20, 36, 52>(mode, l);
+                          : pick<Cfg4x64, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
   LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " +
                            (wide ? "2x128" : "4x64") + " attention kernel");
   static std::set<Kernel> configured;
