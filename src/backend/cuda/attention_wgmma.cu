@@ -28,6 +28,7 @@
 // order, so they stream the same K/V rows at about the same time and share them through L2.
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -625,9 +626,15 @@ void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
                           : pick<Cfg4x64, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
   LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " +
                            (wide ? "2x128" : "4x64") + " attention kernel");
-  static std::set<Kernel> configured;
-  if (configured.insert(l.kernel).second)
-    LB_CUDA(cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem));
+  {
+    static std::mutex mutex;  // engines on several threads may make their first call together
+    static std::set<Kernel> configured;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!configured.count(l.kernel)) {
+      LB_CUDA(cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem));
+      configured.insert(l.kernel);
+    }
+  }
   const int64_t qtiles = (k.nq + l.bm - 1) / l.bm;
   const int64_t tiles = (k.nk + l.bn - 1) / l.bn;
   int per_sm = 0;
