@@ -51,7 +51,8 @@ struct Cfg {
   static constexpr int kBM = 64 * kWG;  // queries per CTA
   static constexpr int kConsumerWarps = 4 * kWG;
   static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
-  static constexpr int kSN = kBN / 2;                   // score registers per consumer thread
+  static constexpr int kSN = kBN / 2;  // score registers per consumer thread
+  static_assert(kBN % 16 == 0 && kSN % 8 == 0, "whole k16 steps of P per tile");
   static constexpr uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile
   static constexpr uint32_t kQBytes = kBM * kD * 2;
   // 1 KB of slack to align the tiles to the 1024-byte swizzle atom, then Q, the K and V rings and
