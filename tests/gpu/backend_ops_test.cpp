@@ -494,11 +494,12 @@ struct KvSet {
 };
 
 // Segment kinds: 'p' = a page of a pool written by store_kv, 's' = a KVStream (appended in
-// frames of `frame` rows), 'd' = its own device tensor.
+// frames of `frame` rows), 'd' = its own device tensor. `kmul` scales this segment's keys.
 struct SegSpec {
   char kind;
   int64_t tokens;
   int64_t frame = 0;
+  float kmul = 1.f;
 };
 
 KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& specs, float kscale) {
@@ -523,7 +524,7 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
   const size_t row_bytes = static_cast<size_t>(h) * d * dtype_size(dt);
   int64_t next_page = pool_pages - 1;
   for (const auto& sp : specs) {
-    Tensor k = round_to(rng.tensor({sp.tokens, h, d}, -kscale, kscale), dt);
+    Tensor k = round_to(rng.tensor({sp.tokens, h, d}, -kscale * sp.kmul, kscale * sp.kmul), dt);
     Tensor v = round_to(rng.tensor({sp.tokens, h, d}), dt);
     s.host_k.push_back(k);
     s.host_v.push_back(v);
@@ -712,6 +713,25 @@ TEST(GpuOps, AttentionBF16PagedStreamingCache) {
   // Early stream: 8 scale pages + a few window pages, no specials yet.
   check_attention(rng, make_kv(rng, 16, 64, DType::BF16, streaming_cache(8, 3, 0), 1.f), 978,
                   DType::F32, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
+}
+
+TEST(GpuOps, AttentionBF16ScoresJumpLateOrEarly) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // The current frame's keys score far above the cached ones (about 30 log2 units): the running
+  // maximum must move late in the key range, past the wgmma kernel's 2^8 slack, within each key
+  // split and in the merge.
+  std::vector<SegSpec> late = streaming_cache(8, 4, 20);
+  late.back().kmul = 8.f;
+  KvSet kv = make_kv(rng, 16, 64, DType::BF16, late, 1.f);
+  check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
+  check_attention(rng, kv, 26, DType::F32, kTolAttnBF16, {}, 3.f);
+  // The first page scores highest: later tiles only add terms far below the running maximum.
+  std::vector<SegSpec> early = streaming_cache(8, 4, 20);
+  early.front().kmul = 8.f;
+  check_attention(rng, make_kv(rng, 16, 64, DType::BF16, early, 1.f), 978, DType::BF16,
+                  kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
 }
 
 // 79 segments: 70 short ones of 1 to 61 keys (shorter than any tile) between pages of 972, a
