@@ -57,8 +57,8 @@ if [ -f tests/python/gpu_check.py ] && ls build/python/lingbot_map/_core* >/dev/
 else
   echo "python module not built here"
 fi
-timeout 90 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
-  --gtest_filter='GpuOps.LinearAdd*:GpuOps.AttentionPlan*:GpuOps.BadOperands*:GpuUpload*' \
+timeout 150 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
+  --gtest_filter='GpuOps.Attention*:GpuOps.LinearAdd*:GpuOps.BadOperands*:GpuUpload*' \
   >"$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
 stamp "done"
