@@ -57,8 +57,8 @@ if [ -f tests/python/gpu_check.py ] && ls build/python/lingbot_map/_core* >/dev/
 else
   echo "python module not built here"
 fi
-timeout 150 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
-  --gtest_filter='GpuOps.Attention*:GpuOps.LinearAdd*:GpuOps.BadOperands*:GpuUpload*' \
+timeout 120 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
+  --gtest_filter='GpuOps.AttentionBF16TinyAndOdd:GpuOps.AttentionBF16RaggedSegments:GpuOps.AttentionBF16ForcedSplits:GpuOps.AttentionBF16OneFrame:GpuOps.AttentionBF16ScoresJump*:GpuOps.LinearAdd*:GpuUpload*' \
   >"$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
 stamp "done"
