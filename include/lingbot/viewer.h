@@ -60,8 +60,9 @@ class ViewerServer {
   // browser); finish() marks the run finished. `expected_frames` (0 = unknown) spreads the
   // camera colours over the run before it ends.
   std::shared_ptr<ResultSink> sink(int64_t expected_frames = 0);
-  // Replaces what is shown by a finished run (browsers connected start over).
-  void load(const RunResult& run);
+  // Replaces what is shown by a finished run (browsers connected start over); `name`: the file
+  // names in images/ (read_result_image's).
+  void load(const RunResult& run, const FrameNamer& name = {});
 
   ViewerStats stats() const;
   void stop();  // closes every connection and joins the thread; idempotent

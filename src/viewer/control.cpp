@@ -12,6 +12,7 @@ Control parse_control(std::string_view text) {
                     "control message longer than " + std::to_string(kMaxControlBytes) + " bytes");
   // No exceptions from the parser itself, and depth is bounded by the length above.
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  LINGBOT_CHECK_ARG(!j.is_discarded(), "control message is not JSON");
   LINGBOT_CHECK_ARG(j.is_object(), "control message is not a JSON object");
   const auto op = j.find("op");
   LINGBOT_CHECK_ARG(op != j.end() && op->is_string(), "control message has no \"op\" string");

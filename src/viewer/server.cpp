@@ -336,11 +336,11 @@ std::shared_ptr<ResultSink> ViewerServer::sink(int64_t expected_frames) {
   return std::make_shared<ViewerSink>(impl_->scene, expected_frames);
 }
 
-void ViewerServer::load(const RunResult& run) {
+void ViewerServer::load(const RunResult& run, const FrameNamer& name) {
   Scene& scene = *impl_->scene;
   scene.reset(run.dir, static_cast<int64_t>(run.frames.size()));
   for (const FrameResult& f : run.frames) {
-    const std::optional<Tensor> rgb = read_result_image(run, f.index);
+    const std::optional<Tensor> rgb = read_result_image(run, f.index, name);
     scene.add(f, rgb ? &*rgb : nullptr);
   }
   scene.finish();
