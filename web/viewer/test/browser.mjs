@@ -152,7 +152,8 @@ async function testView(browser, cli, dir, expected, shot) {
 async function testLive(browser, cli, frames, out) {
   const { child, url } = startCli(cli, [
     'run', '--model', 'synthetic:1', '--arch', 'tiny', '--input', frames, '--preprocess', 'none',
-    '--scale-frames', '4', '--window', '6', '--out', out, '--quiet', '--view', '--port', '0']);
+    '--scale-frames', '4', '--window', '6', '--threads', '1', '--out', out, '--quiet', '--view',
+    '--port', '0']);
   try {
     const { page, errors } = await openPage(browser, await url);
     // The first points, then: is the run still going?
