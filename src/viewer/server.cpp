@@ -33,6 +33,9 @@ using viewer::Scene;
 constexpr auto kHttpTimeout = std::chrono::seconds(30);
 constexpr size_t kMaxRequestHeader = 8192;
 constexpr size_t kMaxReplies = 8;  // pongs waiting; more pings than this are not answered
+// Kernel send buffer per browser: bounds what a stalled one pins in the kernel, and lets the
+// back-pressure (and so the skipping of stale images) start after a fraction of a second.
+constexpr int kSendBuffer = 256 * 1024;
 
 class WsSession;
 
@@ -53,6 +56,9 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
   void start(http::request<http::empty_body> req) {
     beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().set_option(
+        net::socket_base::send_buffer_size(kSendBuffer), ignored);
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(viewer::kMaxControlBytes);
     ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
