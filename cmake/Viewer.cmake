@@ -52,5 +52,7 @@ if(LINGBOT_WITH_VIEWER)
   target_sources(lingbot PRIVATE ${viewer_sources} ${out}/assets_data.cpp)
   target_include_directories(lingbot PRIVATE ${LINGBOT_BEAST_INCLUDE})
   target_link_libraries(lingbot PUBLIC Threads::Threads)
-  target_compile_definitions(lingbot PUBLIC LINGBOT_HAVE_VIEWER=1)
+  # For the program and the tests (and installed consumers): lingbot's own sources do not need it,
+  # so switching the viewer recompiles only them.
+  target_compile_definitions(lingbot INTERFACE LINGBOT_HAVE_VIEWER=1)
 endif()

@@ -59,6 +59,11 @@ export class Controls {
     range('camera-size', null, (v) => s.setCameraSize(v));
     $('cameras').addEventListener('change', (e) => s.setCamerasVisible(e.target.checked));
     $('trajectory').addEventListener('change', (e) => s.setTrajectoryVisible(e.target.checked));
+    // Hiding the input frame also tells the server to stop sending it.
+    $('images').addEventListener('change', (e) => {
+      $('frame-box').hidden = !e.target.checked;
+      this.connection.setImages(e.target.checked);
+    });
     for (const r of document.querySelectorAll('input[name=mode]'))
       r.addEventListener('change', () => this.showTime());
     $('time').addEventListener('input', () => {
@@ -149,6 +154,7 @@ export class Controls {
       this.showTime();
       if (this.firstView && this.scene.frames.length >= Math.min(4, this.status.expected || 4)) {
         this.firstView = false;
+        this.scene.setSceneScale();
         this.scene.view('overview');
       }
     });

@@ -71,7 +71,8 @@ export class ViewerScene {
     this.confScale = 40;
     this.threshold = 1.5;     // confidence
     this.decimate = 1;
-    this.cameraSize = 0.05;
+    this.cameraSize = 0.03;   // of the scene's size
+    this.sceneScale = 1;
     this.time = -1;           // last frame shown (-1: none yet)
     this.mode = '3d';
     this.flight = null;
@@ -133,9 +134,16 @@ export class ViewerScene {
     this.updateTrajectory();
   }
 
+  // Camera sizes are relative to the scene, whose size is taken once the first frames are in
+  // (the model's units are arbitrary).
+  setSceneScale() {
+    this.sceneScale = Math.max(this.bounds().getSize(new THREE.Vector3()).length(), 1e-3);
+    for (const f of this.frames) this.updateFrustum(f);
+  }
+
   updateFrustum(f) {
-    f.frustum.matrix.copy(f.pose).multiply(
-      new THREE.Matrix4().makeScale(this.cameraSize, this.cameraSize, this.cameraSize));
+    const s = this.cameraSize * this.sceneScale;
+    f.frustum.matrix.copy(f.pose).multiply(new THREE.Matrix4().makeScale(s, s, s));
     f.frustum.matrixWorldNeedsUpdate = true;
   }
 
@@ -273,7 +281,7 @@ export class ViewerScene {
     const r = this.renderer.domElement.getBoundingClientRect();
     const ndc = new THREE.Vector2(((clientX - r.left) / r.width) * 2 - 1, -((clientY - r.top) / r.height) * 2 + 1);
     const ray = new THREE.Raycaster();
-    ray.params.Line.threshold = this.cameraSize * 0.2;
+    ray.params.Line.threshold = this.cameraSize * this.sceneScale * 0.2;
     ray.setFromCamera(ndc, this.camera);
     const hits = this.cameras.visible ? ray.intersectObjects(this.cameras.children.filter((o) => o.visible)) : [];
     return hits.length ? hits[0].object.userData.frame : -1;
@@ -281,10 +289,15 @@ export class ViewerScene {
 
   screenshot() { return this.renderer.domElement.toDataURL('image/png'); }
 
+  // The panel covers the left of the canvas: the view's centre moves to the middle of the rest.
   resize() {
     const c = this.renderer.domElement;
-    this.renderer.setSize(c.clientWidth, c.clientHeight, false);
-    this.camera.aspect = c.clientWidth / Math.max(1, c.clientHeight);
+    const w = c.clientWidth, h = Math.max(1, c.clientHeight);
+    this.renderer.setSize(w, h, false);
+    this.camera.aspect = w / h;
+    const panel = document.getElementById('panel');
+    const inset = panel && w > 2 * panel.offsetWidth ? panel.offsetWidth + 8 : 0;
+    this.camera.setViewOffset(w, h, -inset / 2, 0, w, h);
     this.camera.updateProjectionMatrix();
   }
 

@@ -51,7 +51,7 @@ async function stopCli(child) {
 
 async function openPage(browser, url) {
   const page = await browser.newPage();
-  await page.setViewport({ width: 1000, height: 640 });
+  await page.setViewport({ width: 1100, height: 720 });
   const errors = [];
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(String(e)));
@@ -125,7 +125,36 @@ async function testView(browser, cli, dir, expected, shot) {
     await setSlider(page, 'conf', 10);
     const strict = await number(page, 'points-shown');
     check(strict < received, `a high threshold shows fewer points (${strict} < ${received})`);
+    await setSlider(page, 'conf', 1);
+    // The timeline: at frame 0 in 3D only frame 0 is drawn; 4D at the last frame only that one.
+    const counts = await page.evaluate(() => window.lingbotViewer.scene.frames.map((f) => f.count));
+    await setSlider(page, 'time', 0);
+    check(await number(page, 'points-shown') === counts[0], `timeline at 0: ${counts[0]} points`);
+    await setSlider(page, 'time', counts.length - 1);
+    await page.click('input[name=mode][value="4d"]');
+    check(await number(page, 'points-shown') === counts.at(-1),
+          `4D at the last frame: ${counts.at(-1)} points`);
+    await page.click('input[name=mode][value="3d"]');
+    const exported = await page.evaluate(() => window.lingbotViewer.scene.exportPoints().xyz.length / 3);
+    check(exported === received, `the export holds the points shown (${exported})`);
+    // Every other control once, for console errors.
+    for (const v of ['top', 'front', 'first', 'overview']) await page.click(`[data-view=${v}]`);
+    await page.click('#play');
+    await new Promise((r) => setTimeout(r, 300));
+    await page.click('#play');
+    await page.click('#follow');
+    await page.click('#follow');
+    await page.click('#cameras');
+    await page.click('#cameras');
+    await page.click('#images');
+    await page.click('#images');
+    await setSlider(page, 'camera-size', 0.1);
+    await setSlider(page, 'point-size', 3);
+    for (const b of ['export-ply', 'export-glb', 'screenshot']) await page.click(`#${b}`);
+    await setSlider(page, 'time', counts.length - 1);
     await setSlider(page, 'conf', 1.5);
+    await setSlider(page, 'point-size', 2);
+    await setSlider(page, 'camera-size', 0.03);
     await page.click('[data-view=overview]');
     await new Promise((r) => setTimeout(r, 800));
     if (shot) {
@@ -180,7 +209,7 @@ const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
   args: ['--no-sandbox', '--use-gl=swiftshader', '--enable-unsafe-swiftshader',
-         '--ignore-gpu-blocklist', '--window-size=1000,640'],
+         '--ignore-gpu-blocklist', '--window-size=1100,720'],
 });
 let failed = false;
 try {
