@@ -32,6 +32,9 @@ struct ViewerOptions {
   float initial_threshold = 1.5f;  // the slider's starting position
   int image_width = 320;           // the current frame is sent at most this wide
   int max_clients = 16;            // connections beyond this are refused
+  // The frames are kept for browsers that join later (~10 bytes a point); beyond this many
+  // bytes every other point is dropped from those held, again as often as needed (0 = never).
+  int64_t max_bytes = int64_t{512} << 20;
 };
 
 struct ViewerStats {
@@ -41,6 +44,7 @@ struct ViewerStats {
   int64_t clients = 0;         // browsers connected now
   int64_t images_skipped = 0;  // frame images replaced before a browser took them
   int64_t bad_messages = 0;    // malformed control messages (their connections closed)
+  int thinning = 1;            // every k-th point of each frame is held (max_bytes)
 };
 
 class ViewerServer {

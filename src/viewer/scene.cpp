@@ -16,6 +16,12 @@ void put(std::string& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+uint32_t read_u32(const std::string& s, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, s.data() + at, 4);
+  return v;
+}
+
 Message binary(std::string s) {
   return {std::make_shared<const std::string>(std::move(s)), false};
 }
@@ -68,6 +74,22 @@ std::string encode_frame(const FrameResult& f, const Tensor* rgb, const PointOpt
   return out;
 }
 
+std::string thin_frame(const std::string& m, int k) {
+  const size_t n = read_u32(m, 12);
+  const size_t kept = (n + k - 1) / k;
+  std::string out = m.substr(0, kFrameHeaderBytes);
+  const uint32_t count = static_cast<uint32_t>(kept);
+  std::memcpy(out.data() + 12, &count, 4);
+  out.reserve(kFrameHeaderBytes + 10 * kept);
+  const char* q = m.data() + kFrameHeaderBytes;
+  const char* rgb = q + 6 * n;
+  const char* conf = rgb + 3 * n;
+  for (size_t i = 0; i < n; i += k) out.append(q + 6 * i, 6);
+  for (size_t i = 0; i < n; i += k) out.append(rgb + 3 * i, 3);
+  for (size_t i = 0; i < n; i += k) out.push_back(conf[i]);
+  return out;
+}
+
 std::string encode_image(int64_t index, const Tensor& rgb, int max_width) {
   LINGBOT_CHECK(rgb.rank() == 3 && rgb.dim(0) == 3, "viewer: a frame image must be [3, H, W]");
   LINGBOT_CHECK(rgb.dtype() == DType::U8 || rgb.dtype() == DType::F32,
@@ -113,7 +135,8 @@ void Scene::update_status_locked() {
                   {"frames", frames_.size()},
                   {"points", points_},
                   {"expected", expected_},
-                  {"finished", finished_}});
+                  {"finished", finished_},
+                  {"thinned", thin_}});
   ++status_version_;
 }
 
@@ -162,6 +185,7 @@ void Scene::reset(const std::string& source, int64_t expected_frames) {
     source_ = source;
     expected_ = expected_frames;
     points_ = bytes_ = 0;
+    thin_ = 1;
     finished_ = false;
     frames_.clear();
     image_ = colours_ = {};
@@ -180,7 +204,17 @@ void Scene::add(const FrameResult& frame, const Tensor* rgb) {
     const auto at = static_cast<int64_t>(frames_.size());  // colours go by position
     colour = camera_colour(at, std::max<int64_t>(expected_, at + 1));
   }
-  Message m = binary(encode_frame(frame, rgb, options_.points, colour, &n));
+  std::string encoded = encode_frame(frame, rgb, options_.points, colour, &n);
+  int thin;
+  {
+    std::lock_guard lock(mu_);
+    thin = thin_;
+  }
+  if (thin > 1) {
+    encoded = thin_frame(encoded, thin);
+    n = read_u32(encoded, 12);
+  }
+  Message m = binary(std::move(encoded));
   Message image;
   if (rgb) image = binary(encode_image(frame.index, *rgb, options_.image_width));
   {
@@ -188,6 +222,7 @@ void Scene::add(const FrameResult& frame, const Tensor* rgb) {
     frames_.push_back(m);
     points_ += n;
     bytes_ += static_cast<int64_t>(m.data->size());
+    while (options_.max_bytes > 0 && bytes_ > options_.max_bytes && points_ > 0) thin_locked();
     if (image) {
       image_ = image;
       ++image_version_;
@@ -198,6 +233,19 @@ void Scene::add(const FrameResult& frame, const Tensor* rgb) {
     update_status_locked();
   }
   changed();
+}
+
+// Halves every frame held. Browsers that have a frame keep the fuller version they were sent;
+// those that join later get these. Rare (each time the cloud doubles past the limit) and
+// linear in what is held, like a vector's growth, so it is done under the lock.
+void Scene::thin_locked() {
+  thin_ *= 2;
+  points_ = bytes_ = 0;
+  for (Message& f : frames_) {
+    f = binary(thin_frame(*f.data, 2));
+    points_ += read_u32(*f.data, 12);
+    bytes_ += static_cast<int64_t>(f.data->size());
+  }
 }
 
 void Scene::finish() {
@@ -236,6 +284,10 @@ int64_t Scene::points() const {
 int64_t Scene::bytes() const {
   std::lock_guard lock(mu_);
   return bytes_;
+}
+int Scene::thinning() const {
+  std::lock_guard lock(mu_);
+  return thin_;
 }
 int64_t Scene::images_skipped() const {
   std::lock_guard lock(mu_);

@@ -1,7 +1,9 @@
 // What the viewer shows, encoded once for every browser: one binary message per frame (its
 // points and camera), the latest input frame, the camera colours and a status line. Written by
-// the producer (a run's sink thread, or load), read by the server's thread; each browser keeps a
-// Cursor saying what it has been sent, so a slow browser costs no memory and delays no one.
+// one producer at a time (a run's sink thread, or load), read by the server's thread; each
+// browser keeps a Cursor saying what it has been sent, so a slow browser costs no memory and
+// delays no one. The frames are kept for browsers that join later; past max_bytes they are
+// thinned (every other point, again as needed), so a long run's memory stays bounded too.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@ struct SceneOptions {
   PointOptions points;
   float initial_threshold = 1.5f;
   int image_width = 320;
+  int64_t max_bytes = 0;  // frames held beyond this are thinned (0 = no limit)
 };
 
 // Frame message (all little-endian; the header keeps the arrays 2-byte aligned):
@@ -44,6 +47,8 @@ struct SceneOptions {
 inline constexpr size_t kFrameHeaderBytes = 136;
 std::string encode_frame(const FrameResult& frame, const Tensor* rgb, const PointOptions& options,
                          std::array<uint8_t, 3> colour, int64_t* points = nullptr);
+// The same message with every k-th of its points (the header's count updated).
+std::string thin_frame(const std::string& frame, int k);
 // Image message: u32 type=2, index, width, height, then RGB8 rows; at most max_width wide.
 std::string encode_image(int64_t index, const Tensor& rgb, int max_width);
 
@@ -72,8 +77,10 @@ class Scene {
   int64_t points() const;
   int64_t bytes() const;
   int64_t images_skipped() const;
+  int thinning() const;  // 1, or the k of every k-th point kept to stay within max_bytes
 
  private:
+  void thin_locked();
   Message hello_locked() const;
   void update_status_locked();
   void update_colours_locked();
@@ -85,6 +92,7 @@ class Scene {
   uint64_t generation_ = 1;
   std::string source_;
   int64_t expected_ = 0, points_ = 0, bytes_ = 0, images_skipped_ = 0;
+  int thin_ = 1;
   bool finished_ = false;
   std::vector<Message> frames_;
   Message image_, colours_, status_;

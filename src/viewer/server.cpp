@@ -245,7 +245,8 @@ struct ViewerServer::Impl {
       : options(o),
         scene(std::make_shared<Scene>(viewer::SceneOptions{.points = o.points,
                                                            .initial_threshold = o.initial_threshold,
-                                                           .image_width = o.image_width})) {}
+                                                           .image_width = o.image_width,
+                                                           .max_bytes = o.max_bytes})) {}
 
   // From any thread: wakes the writers once however many changes come before they run.
   void wake() {
@@ -359,7 +360,8 @@ ViewerStats ViewerServer::stats() const {
           .bytes = s.scene->bytes(),
           .clients = s.hub.count,
           .images_skipped = s.scene->images_skipped(),
-          .bad_messages = s.hub.bad_messages};
+          .bad_messages = s.hub.bad_messages,
+          .thinning = s.scene->thinning()};
 }
 
 void ViewerServer::stop() {

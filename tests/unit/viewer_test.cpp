@@ -200,6 +200,45 @@ TEST(ViewerServer, BrowsersGetEveryFrameIncludingOneThatJoinsLate) {
   EXPECT_EQ(again.read_until_finished(5).first, 5);
 }
 
+TEST(ViewerServer, LongRunIsThinnedToStayWithinMaxBytes) {
+  // 50 frames of 64x48 points, ~30 KB each: 1.5 MB against a 1 MB limit.
+  ViewerServer server(
+      {.port = 0, .points = {.conf_threshold = 1.0f, .stride = 1}, .max_bytes = 1 << 20});
+  server.start();
+  auto sink = server.sink(50);
+  int64_t halves = 0;  // every other point of each frame
+  for (int i = 0; i < 50; ++i) {
+    const FrameResult f = test_frame(i, 64, 48);
+    halves += (frame_points(f, nullptr, {.conf_threshold = 1.0f, .stride = 1}).size() + 1) / 2;
+    sink->add(f, nullptr);
+  }
+  sink->finish();
+  const ViewerStats s = server.stats();
+  EXPECT_LE(s.bytes, 1 << 20);
+  EXPECT_EQ(s.thinning, 2);
+  EXPECT_EQ(s.points, halves);
+  Client late(server.port());
+  EXPECT_EQ(late.read_until_finished(50), std::make_pair(int64_t{50}, s.points));
+}
+
+TEST(ViewerEncoding, ThinningKeepsEveryKthPoint) {
+  const FrameResult f = test_frame(0, 10, 3);
+  const std::string m =
+      viewer::encode_frame(f, nullptr, {.conf_threshold = 1.0f, .stride = 1}, {0, 0, 0});
+  const size_t n = read_at<uint32_t>(m, 12), kept = (n + 3) / 4;  // points 0, 4, 8, ...
+  const std::string t = viewer::thin_frame(m, 4);
+  ASSERT_EQ(read_at<uint32_t>(t, 12), kept);
+  ASSERT_EQ(t.size(), viewer::kFrameHeaderBytes + 10 * kept);
+  const size_t h = viewer::kFrameHeaderBytes;
+  EXPECT_EQ(t.compare(0, 12, m, 0, 12), 0);
+  EXPECT_EQ(t.compare(16, h - 16, m, 16, h - 16), 0);
+  for (size_t i = 0; i < kept; ++i) {
+    EXPECT_EQ(t.compare(h + 6 * i, 6, m, h + 6 * 4 * i, 6), 0);                  // position
+    EXPECT_EQ(t.compare(h + 6 * kept + 3 * i, 3, m, h + 6 * n + 12 * i, 3), 0);  // colour
+    EXPECT_EQ(t[h + 9 * kept + i], m[h + 9 * n + 4 * i]);                        // confidence
+  }
+}
+
 TEST(ViewerServer, PortInUseIsOneClearError) {
   ViewerServer a({.port = 0});
   a.start();

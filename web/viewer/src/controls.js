@@ -165,7 +165,8 @@ export class Controls {
   status_(m) {
     this.status = m;
     const state = m.finished ? 'finished' : 'running';
-    $('status').textContent = `${this.source === 'live' ? 'live run' : this.source}: ${state}`;
+    const thinned = m.thinned > 1 ? ` (1 in ${m.thinned} points kept, for memory)` : '';
+    $('status').textContent = `${this.source === 'live' ? 'live run' : this.source}: ${state}${thinned}`;
     $('status').dataset.finished = m.finished ? '1' : '0';
     $('status').dataset.frames = m.frames;
     $('status').dataset.points = m.points;
