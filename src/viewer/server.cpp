@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 // clang-format on
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <deque>
@@ -38,6 +39,25 @@ constexpr size_t kMaxReplies = 8;  // pongs waiting; more pings than this are no
 constexpr int kSendBuffer = 256 * 1024;
 
 class WsSession;
+
+// Other web pages the user has open must not read the viewer: a page served by another site can
+// open a WebSocket to 127.0.0.1 (browsers send its Origin, which then differs from the Host),
+// or reach it through a name it controls that resolves to 127.0.0.1 (DNS rebinding: the Host is
+// then that name). So the Host must be an address or localhost, and an Origin must be the Host.
+bool trusted(const http::request<http::empty_body>& req) {
+  const std::string host(req[http::field::host]);
+  std::string name = host;
+  if (name.starts_with('[')) {
+    name = name.substr(1, name.find(']') - 1);
+  } else if (std::count(name.begin(), name.end(), ':') == 1) {
+    name = name.substr(0, name.find(':'));
+  }
+  beast::error_code ec;
+  net::ip::make_address(name, ec);
+  if (ec && name != "localhost") return false;
+  const std::string origin(req[http::field::origin]);
+  return origin.empty() || origin == "http://" + host || origin == "https://" + host;
+}
 
 // The browsers connected; on the server's thread only.
 struct Hub {
@@ -192,6 +212,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_request(http::request<http::empty_body> req) {
     std::string_view target(req.target().data(), req.target().size());
     target = target.substr(0, target.find('?'));
+    if (!trusted(req))
+      return respond(req, http::status::forbidden, "text/plain", "unknown Host or Origin\n");
     if (websocket::is_upgrade(req)) {
       if (target == "/ws" && hub_.count < max_clients_) {
         std::make_shared<WsSession>(stream_.release_socket(), scene_, hub_)->start(std::move(req));

@@ -239,6 +239,53 @@ TEST(ViewerEncoding, ThinningKeepsEveryKthPoint) {
   }
 }
 
+// What the server answers a raw HTTP request (its status line).
+std::string status_line(int port, const std::string& request) {
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect({net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  net::write(s, net::buffer(request));
+  std::string out;
+  beast::error_code ec;
+  net::read_until(s, net::dynamic_buffer(out), "\r\n", ec);
+  return out.substr(0, out.find("\r\n"));
+}
+
+TEST(ViewerServer, OtherSitesPagesAndUnknownPathsAreRefused) {
+  ViewerServer server({.port = 0});
+  server.start();
+  const std::string ws =
+      "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+  const std::string host = "Host: 127.0.0.1:" + std::to_string(server.port()) + "\r\n";
+  EXPECT_EQ(status_line(server.port(), ws + host + "\r\n"), "HTTP/1.1 101 Switching Protocols");
+  EXPECT_EQ(status_line(server.port(), ws + host + "Origin: http://127.0.0.1:" +
+                                           std::to_string(server.port()) + "\r\n\r\n"),
+            "HTTP/1.1 101 Switching Protocols");
+  // A page of another site, and a name rebound to 127.0.0.1.
+  EXPECT_EQ(status_line(server.port(), ws + host + "Origin: https://example.com\r\n\r\n"),
+            "HTTP/1.1 403 Forbidden");
+  EXPECT_EQ(status_line(server.port(), "GET / HTTP/1.1\r\nHost: example.com:8080\r\n\r\n"),
+            "HTTP/1.1 403 Forbidden");
+  EXPECT_EQ(status_line(server.port(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+            "HTTP/1.1 200 OK");
+  for (const char* path :
+       {"/../etc/passwd", "/%2e%2e/etc/passwd", "/viewer.js/..", "//etc", "/index.html"})
+    EXPECT_EQ(
+        status_line(server.port(), std::string("GET ") + path + " HTTP/1.1\r\n" + host + "\r\n"),
+        "HTTP/1.1 404 Not Found")
+        << path;
+  EXPECT_EQ(status_line(server.port(), "DELETE / HTTP/1.1\r\n" + host + "\r\n"),
+            "HTTP/1.1 405 Method Not Allowed");
+  // No request has a body: one ends the connection without an answer, as do headers beyond 8 KB.
+  EXPECT_EQ(
+      status_line(server.port(), "POST / HTTP/1.1\r\n" + host + "Content-Length: 5\r\n\r\nhello"),
+      "");
+  EXPECT_EQ(status_line(server.port(),
+                        "GET / HTTP/1.1\r\n" + host + "X: " + std::string(10000, 'a') + "\r\n\r\n"),
+            "");
+}
+
 TEST(ViewerServer, PortInUseIsOneClearError) {
   ViewerServer a({.port = 0});
   a.start();
