@@ -43,9 +43,13 @@ class WsSession;
 // Other web pages the user has open must not read the viewer: a page served by another site can
 // open a WebSocket to 127.0.0.1 (browsers send its Origin, which then differs from the Host),
 // or reach it through a name it controls that resolves to 127.0.0.1 (DNS rebinding: the Host is
-// then that name). So the Host must be an address or localhost, and an Origin must be the Host.
-bool trusted(const http::request<http::empty_body>& req) {
+// then that name). So on a loopback address the Host must be an address or localhost (served to
+// other machines, they may know it by name), and an Origin must always be the Host.
+bool trusted(const http::request<http::empty_body>& req, bool loopback) {
   const std::string host(req[http::field::host]);
+  const std::string origin(req[http::field::origin]);
+  if (!origin.empty() && origin != "http://" + host && origin != "https://" + host) return false;
+  if (!loopback) return true;
   std::string name = host;
   if (name.starts_with('[')) {
     name = name.substr(1, name.find(']') - 1);
@@ -54,9 +58,7 @@ bool trusted(const http::request<http::empty_body>& req) {
   }
   beast::error_code ec;
   net::ip::make_address(name, ec);
-  if (ec && name != "localhost") return false;
-  const std::string origin(req[http::field::origin]);
-  return origin.empty() || origin == "http://" + host || origin == "https://" + host;
+  return !ec || name == "localhost";
 }
 
 // The browsers connected; on the server's thread only.
@@ -193,8 +195,12 @@ void Hub::close_all() {
 // One HTTP connection: serves the embedded assets, or hands the socket to a WsSession.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket&& socket, Scene& scene, Hub& hub, int max_clients)
-      : stream_(std::move(socket)), scene_(scene), hub_(hub), max_clients_(max_clients) {}
+  HttpSession(tcp::socket&& socket, Scene& scene, Hub& hub, int max_clients, bool loopback)
+      : stream_(std::move(socket)),
+        scene_(scene),
+        hub_(hub),
+        max_clients_(max_clients),
+        loopback_(loopback) {}
 
   void read() {
     parser_.emplace();
@@ -212,7 +218,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_request(http::request<http::empty_body> req) {
     std::string_view target(req.target().data(), req.target().size());
     target = target.substr(0, target.find('?'));
-    if (!trusted(req))
+    if (!trusted(req, loopback_))
       return respond(req, http::status::forbidden, "text/plain", "unknown Host or Origin\n");
     if (websocket::is_upgrade(req)) {
       if (target == "/ws" && hub_.count < max_clients_) {
@@ -256,6 +262,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   Scene& scene_;
   Hub& hub_;
   int max_clients_;
+  bool loopback_;
   beast::flat_buffer buffer_{kMaxRequestHeader};
   std::optional<http::request_parser<http::empty_body>> parser_;
 };
@@ -282,7 +289,8 @@ struct ViewerServer::Impl {
   void accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
       if (ec) return;  // closed by stop()
-      std::make_shared<HttpSession>(std::move(socket), *scene, hub, options.max_clients)->read();
+      std::make_shared<HttpSession>(std::move(socket), *scene, hub, options.max_clients, loopback)
+          ->read();
       accept();
     });
   }
@@ -295,6 +303,7 @@ struct ViewerServer::Impl {
   std::atomic<bool> wake_pending{false};
   std::thread thread;
   int port = 0;
+  bool loopback = true;  // listening on 127.0.0.1 or ::1 (see trusted)
 };
 
 namespace {
@@ -346,6 +355,7 @@ void ViewerServer::start() {
     throw Error("viewer: cannot listen on " + where + ": " + ec.message() + " (another --port?)");
   }
   s.port = s.acceptor.local_endpoint().port();
+  s.loopback = address.is_loopback();
   s.scene->on_change([impl = impl_.get()] { impl->wake(); });
   s.accept();
   s.thread = std::thread([&s] { s.ioc.run(); });
