@@ -143,8 +143,9 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
       c = viewer::parse_control(text);
     } catch (const Error& e) {
       reject(e.what());
+      closed_ = true;  // no more writes; the close frame goes after the one in flight
       ws_.async_close(websocket::close_reason(websocket::close_code::policy_error, "bad message"),
-                      [self = shared_from_this()](beast::error_code) { self->closed_ = true; });
+                      [self = shared_from_this()](beast::error_code) {});
       return;
     }
     if (c.op == viewer::Control::Op::Ping) {
