@@ -11,6 +11,8 @@
 #include "commands.h"
 #include "lingbot/error.h"
 #include "lingbot/image.h"
+#include "lingbot/render.h"
+#include "lingbot/result.h"
 #include "pipeline.h"
 
 namespace lingbot::cli {
@@ -23,7 +25,7 @@ struct DemoArgs {
   int frames = 24, width = 140, height = 112;
   int64_t max_special_frames = -1;  // -1: auto (64 beyond 320 frames, else all)
   std::string out = "lingbot-demo";
-  bool quiet = false;
+  bool quiet = false, render = true;
   ExportArgs exports{.formats = "all"};
 };
 
@@ -137,6 +139,19 @@ int demo(const DemoArgs& a) {
         stream.keyframe_interval, static_cast<long long>(stream.max_special_frames));
   if (!o.exports.formats.empty())
     std::printf("  exports:       %s/ (%s)\n", a.out.c_str(), join(o.exports.formats).c_str());
+  if (a.render) {
+    // The result drawn as `lingbot-map render DIR --camera static` would (an overview: the
+    // synthetic cameras jump about too much to follow).
+    const auto t0 = std::chrono::steady_clock::now();
+    const Renderer renderer(read_result(a.out),
+                            {.width = 640, .height = 360, .camera = CameraPath::Static});
+    const RenderedVideo v = write_video(renderer, a.out + "/fly.mp4", 10);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("  rendered:      %s%s (%lld frames in %.1f s; lingbot-map render --help)\n",
+                v.path.c_str(), v.video ? "" : "/frame_NNNNNN.png",
+                static_cast<long long>(v.frames), secs);
+  }
   return 0;
 }
 
@@ -158,6 +173,8 @@ void add_demo(CLI::App& app) {
                   "special tokens of only this many evicted frames (0 = all; default: 64 beyond "
                   "320 frames, else all)");
   sub->add_flag("--quiet", a->quiet, "no per-frame progress");
+  sub->add_flag("!--no-render", a->render,
+                "no fly-through video of the result (DIR/fly.mp4, or PNG frames in DIR/fly/)");
   add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return demo(*a); }});
 }

@@ -4,12 +4,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <thread>
 
 #include "commands.h"
 #include "lingbot/error.h"
-#include "lingbot/image.h"
 #include "lingbot/result.h"
 #include "lingbot/viewer.h"
 #include "viewer_args.h"
@@ -25,23 +23,6 @@ struct ViewArgs {
 };
 
 #ifdef LINGBOT_HAVE_VIEWER
-// The names of the frames in DIR/images/: a run names them after its input files, so unless
-// they are frame_NNNNNN.png they are taken in order, when there is one per frame.
-FrameNamer image_names(const RunResult& run) {
-  namespace fs = std::filesystem;
-  const fs::path images = fs::path(run.dir) / "images";
-  if (!fs::is_directory(images) || fs::exists(images / default_frame_name(0))) return {};
-  std::vector<std::string> files;
-  try {
-    files = list_images(images.string());
-  } catch (const Error&) {
-    return {};
-  }
-  if (files.size() != run.frames.size()) return {};
-  for (auto& f : files) f = fs::path(f).filename().string();
-  return [files](int64_t i) { return files.at(static_cast<size_t>(i)); };
-}
-
 std::atomic<bool> g_quit{false};
 extern "C" void on_quit(int) {
   g_quit = true;
@@ -53,7 +34,7 @@ int view(const ViewArgs& a) {
   auto server =
       start_viewer(a.viewer, {.conf_threshold = 1.0f, .stride = a.point_stride}, a.conf_threshold);
 #ifdef LINGBOT_HAVE_VIEWER
-  server->load(run, image_names(run));
+  server->load(run, result_image_names(run));
   const ViewerStats s = server->stats();
   std::fprintf(stderr, "viewer: %lld frames, %lld points from %s\n",
                static_cast<long long>(s.frames), static_cast<long long>(s.points), a.dir.c_str());

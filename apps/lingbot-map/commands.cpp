@@ -15,6 +15,7 @@ void register_commands(CLI::App& app) {
   add_preprocess(app);
   add_convert(app);
   add_view(app);
+  add_render(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -91,9 +91,9 @@ class Session {
   using Callback = std::function<void(const FrameResult&)>;
   virtual ~Session() = default;
   // image: host F32 [3, H, W], values in [0, 1], H and W multiples of 14. Results arrive in
-  // frame order through `on_result`: the first scale_frames together, then each frame's either
-  // within its own push or, while the device computes the next frame, within the next push (or
-  // finish).
+  // frame order through `on_result`: the first scale_frames together, then each frame's within
+  // its own push on the CPU, and on a GPU within the next push (or finish): the device computes
+  // frame t while the host returns to take frame t+1.
   //
   // Sessions of one engine are independent: each owns its sequence's caches, so several
   // cameras can share one loaded model, pushed alternately frame by frame or each from its own

@@ -19,7 +19,7 @@
 //   depth_f32/NAME.npy, confidence_f32/NAME.npy float32 maps (NAME without its .png)
 //   points.ply                                 binary point cloud, world coordinates
 //   points.glb                                 glTF 2.0: the same points and camera frusta
-//   images/NAME                                the model input, for colmap and nerfstudio
+//   images/NAME                                the model input (colours for render, colmap...)
 //   colmap/{cameras,images,points3D}.txt       COLMAP text model
 //   transforms.json                            nerfstudio cameras
 #pragma once
@@ -111,8 +111,8 @@ struct ExportOptions {
   std::function<double(int64_t)> timestamp;
 };
 
-// "tum,kitti,json,depth,depth_f32,ply,glb,colmap,nerfstudio", "all" or "none" (or empty); throws
-// Error naming an unknown entry.
+// "tum,kitti,json,depth,depth_f32,ply,glb,images,colmap,nerfstudio", "all" or "none" (or empty);
+// throws Error naming an unknown entry.
 std::vector<std::string> parse_export_list(const std::string& list);
 
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);

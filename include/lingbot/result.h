@@ -40,6 +40,11 @@ RunResult read_result(const std::string& path);
 std::optional<Tensor> read_result_image(const RunResult& run, int64_t index,
                                         const FrameNamer& name = {});
 
+// The names of the frames in DIR/images/: frame_NNNNNN.png when the first frame is there by that
+// name, else the folder's images in natural order when there are as many as frames (`run` keeps
+// the input pictures' names), else the default names (the images are then absent).
+FrameNamer result_image_names(const RunResult& run);
+
 // A frame's world points as the exports write them: pixel (u, v) with depth d goes to
 // c2w * ((u - cx) d / fx, (v - cy) d / fy, d), kept when its confidence is above the threshold,
 // on the stride grid and finite; colours from `rgb` ([3, H, W], U8 or F32 in [0, 1]), grey

@@ -71,9 +71,12 @@ struct RunReport {
   double decode = 0, preprocess = 0;                    // seconds of work, all reader threads
   int read_threads = 0;
   std::map<std::string, double> outputs;  // seconds of work per output (each on its thread)
-  // Streaming: from a frame's push to its result, over the frames after the scale block (those
-  // wait for the block to fill); 0 when there were none.
-  double latency_p50_ms = 0, latency_p99_ms = 0;
+  // Streaming: from a frame's push to its result, over the frames once the window is full (the
+  // steady state: latency_steady) or, in a run too short to fill it, over all frames after the
+  // scale block (those wait for the block to fill); 0 when there were none. frame_ms: the mean
+  // time between consecutive results over the same frames.
+  double latency_p50_ms = 0, latency_p99_ms = 0, frame_ms = 0;
+  bool latency_steady = false;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 

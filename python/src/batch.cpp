@@ -116,17 +116,9 @@ py::array batched(const Tensor& t) {
   return out;
 }
 
-py::dict inference_windowed(PyEngine& e, const py::handle& images, const WindowedOptions& o,
-                            const py::object& log) {
+py::dict inference_windowed(PyEngine& e, const py::handle& images, const StreamOptions& stream,
+                            const WindowedOptions& o, const py::object& log) {
   const Frames f = frames_of(images);
-  StreamOptions stream;
-  stream.scale_frames = o.scale_frames;
-  stream.window = o.sliding_window;
-  stream.keyframe_interval = o.keyframe_interval;
-  stream.camera_iterations = o.camera_iterations;
-  stream.flow_threshold = o.flow_threshold;
-  stream.max_non_keyframe_gap = o.max_non_keyframe_gap;
-  stream.max_special_frames = o.max_special_frames;
   check_fits(e,
              {.height = f.height,
               .width = f.width,
@@ -217,24 +209,17 @@ void bind_batch(py::module_& m) {
          const py::object& overlap_keyframes, int num_scale_frames, int keyframe_interval,
          float flow_threshold, int max_non_keyframe_gap, int sliding_window, int camera_iterations,
          int64_t max_special_frames, const py::object& log) {
-        if (keyframe_interval < 1)
-          throw py::value_error("keyframe_interval must be at least 1, got " +
-                                std::to_string(keyframe_interval));
-        WindowedOptions o;
-        o.window_size = window_size;
-        o.overlap = overlap_size.is_none() ? -1 : overlap_size.cast<int>();
-        o.overlap_keyframes = overlap_keyframes.is_none() ? -1 : overlap_keyframes.cast<int>();
-        if ((!overlap_size.is_none() && o.overlap < 0) ||
-            (!overlap_keyframes.is_none() && o.overlap_keyframes < 0))
+        if ((!overlap_size.is_none() && overlap_size.cast<int>() < 0) ||
+            (!overlap_keyframes.is_none() && overlap_keyframes.cast<int>() < 0))
           throw py::value_error("overlaps must be >= 0");
-        o.scale_frames = num_scale_frames;
-        o.keyframe_interval = keyframe_interval;
-        o.flow_threshold = flow_threshold;
-        o.max_non_keyframe_gap = max_non_keyframe_gap;
-        o.sliding_window = sliding_window;
-        o.camera_iterations = camera_iterations;
-        o.max_special_frames = max_special_frames;
-        return inference_windowed(e, images, o, log);
+        // Each window streams with these options; windowed_options carries them over.
+        const StreamOptions stream = stream_options(
+            num_scale_frames, sliding_window, keyframe_interval, camera_iterations, true, false,
+            true, flow_threshold, max_non_keyframe_gap, max_special_frames);
+        const WindowedOptions o = windowed_options(
+            stream, window_size, overlap_size.is_none() ? -1 : overlap_size.cast<int>(),
+            overlap_keyframes.is_none() ? -1 : overlap_keyframes.cast<int>());
+        return inference_windowed(e, images, stream, o, log);
       },
       py::arg("images"), py::arg("window_size") = 64, py::arg("overlap_size") = py::none(),
       py::arg("overlap_keyframes") = py::none(), py::arg("num_scale_frames") = 8,

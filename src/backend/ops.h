@@ -74,6 +74,8 @@ class Backend {
   // the work queued so far; wait_fence blocks until it is done (the last few fences only).
   virtual Tensor alloc_host(const Shape& shape) { return Tensor::zeros(shape); }
   void download_async(const Tensor& t, float* host);
+  // Whether work is queued and runs beside the host (CUDA) or is done when the call returns.
+  virtual bool queues_work() const { return false; }
   virtual uint64_t fence() { return 0; }
   virtual void wait_fence(uint64_t) {}
   // One streaming step: the work queued between begin_step and end_step may be recorded and

@@ -100,6 +100,27 @@ std::optional<Tensor> read_result_image(const RunResult& run, int64_t index,
   return to_tensor(img);
 }
 
+FrameNamer result_image_names(const RunResult& run) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(run.dir) / "images";
+  std::error_code ec;
+  if (run.frames.empty() || fs::exists(dir / default_frame_name(0), ec) ||
+      !fs::is_directory(dir, ec))
+    return default_frame_name;
+  std::vector<std::string> names;
+  try {
+    for (const std::string& p : list_images(dir.string()))
+      names.push_back(fs::path(p).filename().string());
+  } catch (const Error&) {  // an empty or unreadable folder: no colours, as without one
+    return default_frame_name;
+  }
+  if (names.size() != run.frames.size()) return default_frame_name;
+  return [names = std::move(names)](int64_t i) {
+    return i >= 0 && i < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(i)]
+                                                            : default_frame_name(i);
+  };
+}
+
 FramePoints frame_points(const FrameResult& frame, const Tensor* rgb, const PointOptions& options) {
   sinks::check_result(frame);
   FramePoints p;

@@ -35,6 +35,7 @@ class LatencyHistogram {
     ++bins_[std::min(bin, bins_.size() - 1)];
     ++count_;
   }
+  int64_t count() const { return count_; }
   double percentile_ms(double p) const {
     if (count_ == 0) return 0;
     const auto rank = static_cast<int64_t>(p * (count_ - 1));
@@ -148,16 +149,35 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
   auto session = engine.start(options);
   // Frames wait here for their results, which arrive up to a scale block later.
   std::map<int64_t, std::pair<std::shared_ptr<const Tensor>, Clock::time_point>> waiting;
-  LatencyHistogram latency;
+  // Latency and the time between results, over the frames after the scale block and over those
+  // once the window is full (the steady state, where each step costs the same).
+  struct Pace {
+    LatencyHistogram latency;
+    double gaps = 0;
+    int64_t gap_count = 0;
+  } streaming, steady;
+  Clock::time_point last_result;
   auto on_result = [&](const FrameResult& r) {
+    const CacheStats stats = session->cache_stats();
+    const auto now = Clock::now();
     auto it = waiting.find(r.index);
     std::shared_ptr<const Tensor> frame;
     if (it != waiting.end()) {
-      if (r.index >= options.scale_frames) latency.add(since(it->second.second));
+      if (r.index >= options.scale_frames) {
+        const bool full = stats.stored_frames >= options.scale_frames + options.window;
+        for (Pace* p : {&streaming, full ? &steady : nullptr}) {
+          if (!p) continue;
+          p->latency.add(std::chrono::duration<double>(now - it->second.second).count());
+          if (r.index > options.scale_frames) {
+            p->gaps += std::chrono::duration<double>(now - last_result).count();
+            ++p->gap_count;
+          }
+        }
+      }
       frame = std::move(it->second.first);
       waiting.erase(it);
     }
-    const CacheStats stats = session->cache_stats();
+    last_result = now;
     delivery.deliver(r, std::move(frame), &stats);
   };
   std::string input_error;
@@ -188,8 +208,11 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
   const int64_t streamed = report.frames - options.scale_frames;
   if (streamed > 0 && streaming_start != Clock::time_point{})
     report.streaming_fps = streamed / since(streaming_start);
-  report.latency_p50_ms = latency.percentile_ms(0.5);
-  report.latency_p99_ms = latency.percentile_ms(0.99);
+  const Pace& p = steady.latency.count() > 0 ? steady : streaming;
+  report.latency_steady = &p == &steady;
+  report.latency_p50_ms = p.latency.percentile_ms(0.5);
+  report.latency_p99_ms = p.latency.percentile_ms(0.99);
+  report.frame_ms = p.gap_count > 0 ? 1e3 * p.gaps / p.gap_count : 0;
   return input_error;
 }
 
@@ -282,9 +305,15 @@ std::string describe(const RunReport& r) {
   }
   s += "\n";
   if (r.latency_p50_ms > 0) {
-    std::snprintf(line, sizeof line, "latency from push to result: p50 %.1f ms, p99 %.1f ms\n",
-                  r.latency_p50_ms, r.latency_p99_ms);
+    std::snprintf(line, sizeof line, "latency from push to result%s: p50 %.1f ms, p99 %.1f ms",
+                  r.latency_steady ? " (window full)" : "", r.latency_p50_ms, r.latency_p99_ms);
     s += line;
+    if (r.frame_ms > 0) {
+      std::snprintf(line, sizeof line, " (%.2f frame times; a result every %.1f ms)",
+                    r.latency_p99_ms / r.frame_ms, r.frame_ms);
+      s += line;
+    }
+    s += "\n";
   }
   s += "slowest stage: " + slowest + " (" + ms(slowest_s, n) + " a frame)";
   return s;
@@ -305,7 +334,9 @@ std::string to_json(const RunReport& r) {
                               {"read_threads", r.read_threads},
                               {"outputs_s", r.outputs},
                               {"latency_p50_ms", r.latency_p50_ms},
-                              {"latency_p99_ms", r.latency_p99_ms}};
+                              {"latency_p99_ms", r.latency_p99_ms},
+                              {"latency_steady", r.latency_steady},
+                              {"frame_ms", r.frame_ms}};
   return j.dump();
 }
 

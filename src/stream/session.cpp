@@ -115,7 +115,9 @@ void StreamSession::run(const std::vector<Tensor>& frames, bool keyframe,
   next.stats = cache_stats();
   flush(on_result);  // the previous step, finished while this one was being queued
   in_flight_ = next;
-  if (frames.size() > 1) flush(on_result);
+  // Phase 1 runs alone; and a backend that computes as it is called has the outputs ready now,
+  // so they go out within this push (nothing runs beside the host to overlap with).
+  if (frames.size() > 1 || !model_.backend().queues_work()) flush(on_result);
 }
 
 void StreamSession::flush(const Callback& on_result) {

@@ -48,7 +48,8 @@ class StreamSession final : public Session {
   // Phase 1 seeds it with the last scale frame.
   AdaptiveKeyframes keyframes_;
   // A fixed-interval frame's step runs on the device while the host returns to take the next
-  // frame; its results go out at the next push (or finish). The cache state after it is kept
+  // frame; its results go out at the next push (or finish), or at once on a backend that does
+  // not queue work. The cache state after it is kept
   // for cache_stats() calls made from its result callbacks.
   struct InFlight {
     int64_t frames = 0;

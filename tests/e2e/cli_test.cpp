@@ -10,6 +10,7 @@
 #include <string>
 
 #include "io/image.h"
+#include "lingbot/render.h"
 #include "test_util.h"
 #include "weights/safetensors.h"
 #include "weights/synthetic.h"
@@ -123,6 +124,11 @@ TEST_F(Cli, DemoRunsEndToEnd) {
   EXPECT_NE(r.output.find("meaningless"), std::string::npos);
   auto got = read_safetensors(path("demo/predictions.safetensors")).tensors;
   EXPECT_EQ(got.at("pose_enc").shape(), (Shape{6, 9}));
+  // It ends with the result rendered: a video, or PNG frames in a build without FFmpeg.
+  EXPECT_NE(r.output.find("rendered:      " + path("demo/fly")), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(video_encoding_supported() ? path("demo/fly.mp4")
+                                                    : path("demo/fly/frame_000005.png")));
+  EXPECT_TRUE(fs::exists(path("demo/images/000005.png")));  // its colours
 }
 
 TEST_F(Cli, MissingCheckpoint) {

@@ -494,11 +494,12 @@ struct KvSet {
 };
 
 // Segment kinds: 'p' = a page of a pool written by store_kv, 's' = a KVStream (appended in
-// frames of `frame` rows), 'd' = its own device tensor.
+// frames of `frame` rows), 'd' = its own device tensor. `kmul` scales this segment's keys.
 struct SegSpec {
   char kind;
   int64_t tokens;
   int64_t frame = 0;
+  float kmul = 1.f;
 };
 
 KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& specs, float kscale) {
@@ -523,7 +524,7 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
   const size_t row_bytes = static_cast<size_t>(h) * d * dtype_size(dt);
   int64_t next_page = pool_pages - 1;
   for (const auto& sp : specs) {
-    Tensor k = round_to(rng.tensor({sp.tokens, h, d}, -kscale, kscale), dt);
+    Tensor k = round_to(rng.tensor({sp.tokens, h, d}, -kscale * sp.kmul, kscale * sp.kmul), dt);
     Tensor v = round_to(rng.tensor({sp.tokens, h, d}), dt);
     s.host_k.push_back(k);
     s.host_v.push_back(v);
@@ -555,15 +556,20 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
 }
 
 // The kernels a bf16 head_dim-64 call can take: mma.sync with 8 or 4 warps per CTA everywhere,
-// and the wgmma kernel on compute capability 9.0 (the backend's name ends in "sm_90)").
+// and the wgmma kernel in both its shapes on compute capability 9.0 (the backend's name ends in
+// "sm_90)").
 struct AttnVariant {
-  const char* impl;   // LINGBOT_ATTN_IMPL
-  const char* warps;  // LINGBOT_ATTN_WARPS, mma only
+  const char* impl;             // LINGBOT_ATTN_IMPL
+  const char* warps;            // LINGBOT_ATTN_WARPS, mma only
+  const char* shape = nullptr;  // LINGBOT_ATTN_SHAPE, wgmma only
 };
 std::vector<AttnVariant> attention_variants(const KvSet& kv) {
   if (kv.dt != DType::BF16 || kv.d != 64) return {{"default", nullptr}};
   std::vector<AttnVariant> v = {{"mma", "8"}, {"mma", "4"}};
-  if (gpu().name().find(", sm_90)") != std::string::npos) v.push_back({"wgmma", nullptr});
+  if (gpu().name().find(", sm_90)") != std::string::npos) {
+    v.push_back({"wgmma", nullptr});
+    v.push_back({"wgmma", nullptr, "2x128"});
+  }
   return v;
 }
 
@@ -580,10 +586,12 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
   for (const auto& v : variants) {
     setenv("LINGBOT_ATTN_IMPL", v.impl, 1);
     if (v.warps) setenv("LINGBOT_ATTN_WARPS", v.warps, 1);
+    if (v.shape) setenv("LINGBOT_ATTN_SHAPE", v.shape, 1);
     Tensor out = poisoned({nq, h, d}, out_dt);
     gpu().attention(gq, kv.dev_segs, scale, out);
     outs.push_back(gpu().download(out));
     unsetenv("LINGBOT_ATTN_WARPS");
+    unsetenv("LINGBOT_ATTN_SHAPE");
   }
   unsetenv("LINGBOT_ATTN_IMPL");
 
@@ -607,6 +615,8 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
                                  << " segments=" << kv.dev_segs.size() << " kernel "
                                  << variants[v].impl << (variants[v].warps ? "/" : "")
                                  << (variants[v].warps ? variants[v].warps : "")
+                                 << (variants[v].shape ? "/" : "")
+                                 << (variants[v].shape ? variants[v].shape : "")
                                  << " max|ref|=" << a.max_abs_ref;
     // Rows outside the checked subset must still have been written.
     for (int64_t i = 0; i < got.numel(); ++i)
@@ -703,6 +713,25 @@ TEST(GpuOps, AttentionBF16PagedStreamingCache) {
   // Early stream: 8 scale pages + a few window pages, no specials yet.
   check_attention(rng, make_kv(rng, 16, 64, DType::BF16, streaming_cache(8, 3, 0), 1.f), 978,
                   DType::F32, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
+}
+
+TEST(GpuOps, AttentionBF16ScoresJumpLateOrEarly) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  // The current frame's keys score far above the cached ones (about 30 log2 units): the running
+  // maximum must move late in the key range, past the wgmma kernel's 2^8 slack, within each key
+  // split and in the merge.
+  std::vector<SegSpec> late = streaming_cache(8, 4, 20);
+  late.back().kmul = 8.f;
+  KvSet kv = make_kv(rng, 16, 64, DType::BF16, late, 1.f);
+  check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
+  check_attention(rng, kv, 26, DType::F32, kTolAttnBF16, {}, 3.f);
+  // The first page scores highest: later tiles only add terms far below the running maximum.
+  std::vector<SegSpec> early = streaming_cache(8, 4, 20);
+  early.front().kmul = 8.f;
+  check_attention(rng, make_kv(rng, 16, 64, DType::BF16, early, 1.f), 978, DType::BF16,
+                  kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
 }
 
 // 79 segments: 70 short ones of 1 to 61 keys (shorter than any tile) between pages of 972, a

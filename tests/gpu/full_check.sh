@@ -5,6 +5,7 @@
 # (tests/perf/realtime_table.sh), checkpoint loading (tests/gpu/checkpoint_load.sh) and the
 # Python module on the GPU (tests/python/gpu_check.py). Logs under $OUT.
 # Usage, from the repository root: FRAMES=<folder of frames> [LINGBOT_FIXTURES=...] [OUT=...] \
+#   [EXPORTS="none all"] [REF=<reference checkout>] [CKPT=0 (skip checkpoint loading)] \
 #   tests/gpu/full_check.sh
 set -u
 export LINGBOT_FIXTURES=${LINGBOT_FIXTURES:-$PWD/../shared/fixtures}
@@ -31,10 +32,22 @@ if [ -n "${FRAMES:-}" ]; then
   FRAMES=$FRAMES OUT="$OUT/realtime" timeout 200 tests/perf/realtime_table.sh
   stamp "end-to-end table done"
 fi
+# With REF naming a checkout of the reference: our benchmark at the reference profiler's
+# settings (378x504, and 378x518) and the profiler itself, in the same call.
+if [ -n "${REF:-}" ]; then
+  for w in 504 518; do
+    timeout 120 build/lingbot-map bench --device cuda --width $w --json "$OUT/bench_$w.json" |
+      grep -E "streaming|per frame" | sed "s/^/ours 378x$w: /"
+  done
+  (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
+    --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
+  grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -8
+  stamp "reference done"
+fi
 timeout 200 build/tests/lingbot_tests --gtest_filter='GpuParity*' >"$OUT/gpu_parity.log" 2>&1
 echo "GpuParity rc=$?"; grep -E "^\[  (PASSED|FAILED)|Failure|parity \]" "$OUT/gpu_parity.log" | head
 stamp "parity done"
-if [ -x tests/gpu/checkpoint_load.sh ]; then
+if [ -x tests/gpu/checkpoint_load.sh ] && [ "${CKPT:-1}" != 0 ]; then
   DIR=/tmp/lingbot-ckpt EXTS=pt timeout 150 tests/gpu/checkpoint_load.sh
   stamp "checkpoint done"
 fi
@@ -44,8 +57,8 @@ if [ -f tests/python/gpu_check.py ] && ls build/python/lingbot_map/_core* >/dev/
 else
   echo "python module not built here"
 fi
-timeout 90 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
-  --gtest_filter='GpuOps.LinearAdd*:GpuOps.AttentionPlan*:GpuOps.BadOperands*:GpuUpload*' \
+timeout 120 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
+  --gtest_filter='GpuOps.AttentionBF16TinyAndOdd:GpuOps.AttentionBF16RaggedSegments:GpuOps.AttentionBF16ForcedSplits:GpuOps.AttentionBF16OneFrame:GpuOps.AttentionBF16ScoresJump*:GpuOps.LinearAdd*:GpuUpload*' \
   >"$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
 stamp "done"

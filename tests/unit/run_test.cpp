@@ -294,5 +294,32 @@ TEST_F(RunPipeline, StopEndsTheInputAsItsEndWould) {
   EXPECT_LT(report.frames, 16);
 }
 
+// The CPU computes each step within its push, so each frame's result comes within its own push
+// (on a GPU, within the next one), and the report's latency is about one step.
+TEST_F(RunPipeline, OnTheCpuEachResultComesWithinItsOwnPush) {
+  auto session = engine_->start(stream_);
+  for (int64_t i = 0; i < int64_t(frames_.size()); ++i) {
+    std::vector<int64_t> got;
+    session->push(frames_[size_t(i)], [&](const FrameResult& r) { got.push_back(r.index); });
+    if (i + 1 < stream_.scale_frames) {
+      EXPECT_TRUE(got.empty());
+    } else if (i + 1 == stream_.scale_frames) {
+      EXPECT_EQ(got.size(), size_t(stream_.scale_frames));
+    } else {
+      EXPECT_EQ(got, std::vector<int64_t>{i});
+    }
+  }
+  ScriptedSource source(frames_);
+  const RunReport report = run(*engine_, source, RunOptions{.stream = stream_});
+  // 16 frames, scale 4 + window 6: frames 10.. run with the window full.
+  EXPECT_TRUE(report.latency_steady);
+  EXPECT_GT(report.frame_ms, 0);
+  EXPECT_GT(report.latency_p50_ms, 0);
+  EXPECT_LT(report.latency_p50_ms, 1.5 * report.frame_ms);
+  const auto j = nlohmann::json::parse(to_json(report));
+  EXPECT_EQ(j["frame_ms"].get<double>(), report.frame_ms);
+  EXPECT_TRUE(j["latency_steady"].get<bool>());
+}
+
 }  // namespace
 }  // namespace lingbot

@@ -570,7 +570,7 @@ TEST_F(Sinks, UnwritableOutputFolderThrowsError) {
 }
 
 TEST_F(Sinks, ExportListsAndTheLayoutOfMakeSinks) {
-  EXPECT_EQ(parse_export_list("all").size(), 9u);
+  EXPECT_EQ(parse_export_list("all").size(), 10u);
   EXPECT_TRUE(parse_export_list("none").empty());
   EXPECT_TRUE(parse_export_list("").empty());
   EXPECT_EQ(parse_export_list("ply,tum,ply"), (std::vector<std::string>{"ply", "tum"}));
@@ -585,11 +585,19 @@ TEST_F(Sinks, ExportListsAndTheLayoutOfMakeSinks) {
   o.out_dir = path("out");
   o.formats = parse_export_list("all");
   auto sinks = make_sinks(o);
-  EXPECT_EQ(sinks.size(), 10u);  // the nine and the model-input images
+  EXPECT_EQ(sinks.size(), 10u);  // one per format (images also serves colmap and nerfstudio)
   const Tensor rgb = make_rgb_u8(2);
   for (int f = 0; f < 2; ++f)
     for (auto& s : sinks) s->add(make_frame(f), &rgb);
   for (auto& s : sinks) s->finish();
+  // Alone, images writes the model input.
+  ExportOptions only = o;
+  only.out_dir = path("only");
+  only.formats = parse_export_list("images");
+  auto image_sinks = make_sinks(only);
+  ASSERT_EQ(image_sinks.size(), 1u);
+  image_sinks[0]->add(make_frame(0), &rgb);
+  EXPECT_TRUE(fs::is_regular_file(path("only/images/frame_000000.png")));
   for (const char* p :
        {"trajectory_tum.txt", "trajectory_kitti.txt", "frames.jsonl", "depth/frame_000001.png",
         "confidence/frame_000001.png", "depth_scale.json", "points.ply", "images/frame_000001.png",

@@ -1,34 +1,37 @@
 // Hopper (sm_90a) paged attention for head_dim 64, bf16 q/K/V, fp32 accumulation.
 //
-// One CTA = 128 queries of one head over one key range (split-KV as in attention.cu, same merge).
-// Three warpgroups:
-//  * warpgroup 2 (producer) gathers 128-key tiles of K and V through the segment table with
-//    cp.async into a ring of shared-memory stages and signals each stage on an mbarrier
+// One CTA = 256 queries of one head over one key range (split-KV as in attention.cu, same merge).
+// Five warpgroups:
+//  * the last (producer) gathers 64-key tiles of K and V through the segment table with cp.async
+//    into a ring of shared-memory stages and signals each stage on an mbarrier
 //    (cp.async.mbarrier.arrive). Pages are not multiples of the tile and rows of one head are
 //    2 KB apart, so a per-segment tensor map would either waste the ragged page ends or need
 //    ~160 maps; 16-byte copies keep any segment layout and land directly in the 128-byte swizzle
-//    that wgmma reads.
-//  * warpgroups 0 and 1 (consumers) own 64 query rows each. S = Q.K^T is wgmma m64n128k16 with
-//    both operands in shared memory; O += P.V is wgmma m64n64k16 with P in registers (the S
+//    that wgmma reads. It gives most of its registers to the consumers (setmaxnreg).
+//  * warpgroups 0-3 (consumers) own 64 query rows each. S = Q.K^T is wgmma m64n64k16 with both
+//    operands in shared memory; O += P.V is wgmma m64n64k16 with P in registers (the S
 //    accumulator layout is the A-fragment layout once packed to bf16) and V read transposed
 //    from its [key][dim] tile. Each consumer overlaps the softmax of tile t with the P.V of
-//    tile t-1 still running on the tensor cores, and the two consumers drift against each other,
-//    which fills the other's gaps.
-// At head_dim 64 the exponentials take as long as the matrix products: a 128 x 128 tile needs
-// 16k of them (1024 clocks at 16 per clock per SM) against 2M multiply-adds (about 1000 clocks of
-// tensor cores). LINGBOT_ATTN_POLY=1 moves a quarter of them to an FMA-pipe polynomial (relative
-// error 1e-4, far below the bf16 rounding of P); on the H200 that ran 5% slower (348 against 366
-// TFLOP/s at 72k keys), likely because the extra issue slots cost more than the MUFU time saved
-// while the two consumers are not explicitly ping-ponged. Kept as a knob for that next step.
+//    tile t-1 still running on the tensor cores.
 //
-// Measured (H200, 978 queries x 16 heads, streaming layout, bf16): 118 us / 338 TFLOP/s at 10k
-// keys, 789 us / 366 TFLOP/s at 72k keys (1 split; forced 2-4 splits 351-357), against 199 us and
-// 1317 us for the mma.sync kernel.
+// What bounds it (H200, 978 queries x 16 heads, 72k keys; docs/PERFORMANCE.md has the numbers):
+// per query-key pair there are 256 FLOPs of tensor work and one exponential, and at 16
+// exponentials per clock per SM against 4096 dense bf16 FLOPs per clock both units cap the
+// kernel at the same rate (about 1070 TFLOP/s at 1.98 GHz; 535 if they never overlap). Neither
+// is the limit yet: replacing the exponentials by a multiply changed nothing, while the issue
+// slots were half idle with warps waiting on dependent softmax steps. Four consumers instead of
+// two (more warps per scheduler to switch between) and half as many producer instructions per
+// FLOP took the kernel from ~360 to ~420 TFLOP/s. LINGBOT_ATTN_POLY=1 moves a quarter of the
+// exponentials to an FMA-pipe polynomial; it costs issue slots, which are the scarcer resource.
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
 #include <cmath>
 #include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "backend/cuda/attention_common.cuh"
 
@@ -36,17 +39,48 @@ namespace lingbot::cuda::attn {
 namespace {
 
 constexpr int kD = 64;
-constexpr int kBM = 128;  // queries per CTA: two consumer warpgroups of 64 rows
-constexpr int kBN = 128;  // keys per tile
-constexpr int kStages = 5;
-constexpr int kConsumerWarps = 8;
 constexpr int kProducerThreads = 128;
-constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
-constexpr uint32_t kTileBytes = kBN * kD * 2;  // 16 KB, one K or V tile
-constexpr uint32_t kQBytes = kBM * kD * 2;
-// 1 KB of slack to align the tiles to the 1024-byte swizzle atom, then Q, the K and V rings and
-// two mbarriers per stage.
-constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 2 * kStages * 8;
+
+// Kernel shape: kWG consumer warpgroups of 64 query rows each, kBN keys per tile, a ring of
+// kStages K/V tiles. kRegs > 0: the producer gives up registers (setmaxnreg) and the consumers
+// take kRegs each, for shapes whose launch share (65536 / threads) is too small.
+template <int kWG_, int kBN_, int kStages_, int kRegs_, int kProducerRegs_ = 0>
+struct Cfg {
+  static constexpr int kWG = kWG_, kBN = kBN_, kStages = kStages_, kRegs = kRegs_;
+  static constexpr int kProducerRegs = kProducerRegs_;
+  static constexpr int kBM = 64 * kWG;  // queries per CTA
+  static constexpr int kConsumerWarps = 4 * kWG;
+  static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
+  static constexpr int kSN = kBN / 2;  // score registers per consumer thread
+  static_assert(kBN % 16 == 0 && kSN % 8 == 0, "whole k16 steps of P per tile");
+  static constexpr uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile
+  static constexpr uint32_t kQBytes = kBM * kD * 2;
+  // 1 KB of slack to align the tiles to the 1024-byte swizzle atom, then Q, the K and V rings and
+  // two mbarriers per stage.
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 2 * kStages * 8;
+  // setmaxnreg.inc waits for registers the CTA's other warps gave back, so the split must fit in
+  // what the CTA was launched with (the launch bound's share, which ptxas allocates in full).
+  static constexpr int kLaunchRegs = (65536 / kThreads) & ~7;
+  static_assert(kRegs == 0 || kRegs * kConsumerWarps * 32 + kProducerRegs * kProducerThreads <=
+                                  kLaunchRegs * kThreads,
+                "register split exceeds the launch allocation");
+};
+// The default: 256 queries per CTA in four consumers, 64-key tiles. Four consumer warps per
+// scheduler hide each other's softmax latency, and every K/V tile serves 256 queries.
+using Cfg4x64 = Cfg<4, 64, 8, 112, 32>;
+// The earlier shape (LINGBOT_ATTN_SHAPE=2x128): 128 queries in two consumers, 128-key tiles.
+using Cfg2x128 = Cfg<2, 128, 5, 0>;
+
+// Kernel variants (LINGBOT_ATTN_MODE, a bit mask; the default is kLazy, the others are for
+// tuning and diagnosis).
+enum Mode : int {
+  kPoly = 1,        // a quarter of the exponentials on the FMA pipe
+  kPingPong = 2,    // 2x128 only: the two consumers take turns issuing their products
+  kLazy = 4,        // the running maximum moves only when it grows by more than 2^8
+  kNoExp = 8,       // diagnosis: exponentials replaced by a multiply (wrong results)
+  kNoLoad = 16,     // diagnosis: the producer copies nothing (wrong results)
+  kNoSoftmax = 32,  // diagnosis: no softmax, S packed as P (wrong results)
+};
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LINGBOT_WGMMA_BODY 1
@@ -101,9 +135,10 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[8][4]) {
+template <int K>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[K][4]) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < K; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
@@ -124,8 +159,7 @@ __device__ __forceinline__ uint64_t desc_mnmajor(uint32_t saddr) {
 
 // S (64 x 128 keys, fp32) = or += A (64 x 16 from shared memory) . B (16 x 128 from shared memory,
 // stored K-major). accumulate = 0 overwrites d.
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db,
-                                                    int accumulate) {
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
   asm volatile(
       "{\n.reg .pred acc;\nsetp.ne.b32 acc, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -144,6 +178,24 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da,
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
+      : "l"(da), "l"(db), "r"(accumulate)
+      : "memory");
+}
+
+// S (64 x 64 keys) = or += A (64 x 16 from shared memory) . B (16 x 64 from shared memory,
+// K-major).
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, acc, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(da), "l"(db), "r"(accumulate)
       : "memory");
 }
@@ -185,57 +237,86 @@ __device__ __forceinline__ float exp2_poly(float x) {
   return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
 
-// Online softmax over one 64 x 128 score tile held as wgmma accumulators: thread (g, tq) of warp
+// Online softmax over one 64 x kBN score tile held as wgmma accumulators: thread (g, tq) of warp
 // w has rows 16w + g (s[4j], s[4j+1]) and 16w + g + 8 (s[4j+2], s[4j+3]) at key columns
-// 8j + 2tq + {0, 1}. Leaves the probabilities in s, returns the factors that rescale the older
-// output rows. The running maxima are kept in raw score units (scale > 0, checked at dispatch),
-// so one FMA per score applies the scale and subtracts the maximum.
-template <bool kPoly>
-__device__ __forceinline__ void softmax_tile(float (&s)[64], int64_t tile0, int64_t kend, int tq,
-                                             float sl2, float& m0, float& m1, float& l0, float& l1,
-                                             float& c0, float& c1) {
-  if (tile0 + kBN > kend) {
+// 8j + 2tq + {0, 1}. Leaves the probabilities in s and the factors that rescale the older output
+// rows in c0, c1. The running maxima are kept in raw score units (scale > 0, checked at
+// dispatch), so one FMA per score applies the scale and subtracts the maximum. Returns whether
+// any row of this warp changed its maximum (the output needs rescaling).
+template <class C, int kMode>
+__device__ __forceinline__ bool softmax_tile(float (&s)[C::kSN], int64_t tile0, int64_t kend,
+                                             int tq, float sl2, float& m0, float& m1, float& l0,
+                                             float& l1, float& c0, float& c1) {
+  constexpr int kJ = C::kBN / 8;
+  if (tile0 + C::kBN > kend) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         if (tile0 + j * 8 + 2 * tq + (c & 1) >= kend) s[4 * j + c] = -INFINITY;
   }
-  float mx0 = m0, mx1 = m1;
+  // Four independent chains per row: a quarter of the dependent latency.
+  float a0[4], a1[4];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    mx0 = fmaxf(mx0, fmaxf(s[4 * j], s[4 * j + 1]));
-    mx1 = fmaxf(mx1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+  for (int c = 0; c < 4; ++c) {
+    a0[c] = fmaxf(s[4 * c], s[4 * c + 1]);
+    a1[c] = fmaxf(s[4 * c + 2], s[4 * c + 3]);
   }
+#pragma unroll
+  for (int j = 4; j < kJ; ++j) {
+    a0[j & 3] = fmaxf(a0[j & 3], fmaxf(s[4 * j], s[4 * j + 1]));
+    a1[j & 3] = fmaxf(a1[j & 3], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+  }
+  float mx0 = fmaxf(fmaxf(a0[0], a0[1]), fmaxf(a0[2], a0[3]));
+  float mx1 = fmaxf(fmaxf(a1[0], a1[1]), fmaxf(a1[2], a1[3]));
 #pragma unroll
   for (int off = 1; off < 4; off <<= 1) {
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
   }
-  c0 = ex2((m0 - mx0) * sl2);  // 0 on the first tile (m = -inf)
-  c1 = ex2((m1 - mx1) * sl2);
-  m0 = mx0;
-  m1 = mx1;
-  const float b0 = mx0 * sl2, b1 = mx1 * sl2;
+  bool moved = true;
+  if constexpr ((kMode & kLazy) != 0) {
+    // Keep the old maximum while the tile's stays within 2^8 of it: probabilities up to 256 are
+    // exact enough in bf16 and fp32, and most tiles then skip the output rescale.
+    const bool g0 = (mx0 - m0) * sl2 > 8.f, g1 = (mx1 - m1) * sl2 > 8.f;  // m = -inf: true
+    moved = __any_sync(0xffffffffu, g0 || g1);
+    c0 = g0 ? ex2((m0 - mx0) * sl2) : 1.f;
+    c1 = g1 ? ex2((m1 - mx1) * sl2) : 1.f;
+    m0 = g0 ? mx0 : m0;
+    m1 = g1 ? mx1 : m1;
+  } else {
+    mx0 = fmaxf(mx0, m0);
+    mx1 = fmaxf(mx1, m1);
+    c0 = ex2((m0 - mx0) * sl2);  // 0 on the first tile (m = -inf)
+    c1 = ex2((m1 - mx1) * sl2);
+    m0 = mx0;
+    m1 = mx1;
+  }
+  const float b0 = m0 * sl2, b1 = m1 * sl2;
   float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
+  for (int j = 0; j < kJ; ++j) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float x = fmaf(s[4 * j + c], sl2, c < 2 ? -b0 : -b1);
-      s[4 * j + c] = kPoly && (j & 3) == 3 ? exp2_poly(x) : ex2(x);
+      if constexpr ((kMode & kNoExp) != 0)
+        s[4 * j + c] = x * 0.001f;
+      else
+        s[4 * j + c] = (kMode & kPoly) != 0 && (j & 3) == 3 ? exp2_poly(x) : ex2(x);
     }
     sum0 += s[4 * j] + s[4 * j + 1];
     sum1 += s[4 * j + 2] + s[4 * j + 3];
   }
   l0 = l0 * c0 + sum0;
   l1 = l1 * c1 + sum1;
+  return moved;
 }
 
 // Two adjacent 8-key column blocks of the score accumulators form the A fragment of one k16 step.
-__device__ __forceinline__ void pack_p(const float (&s)[64], uint32_t (&p)[8][4]) {
+template <int kSN>
+__device__ __forceinline__ void pack_p(const float (&s)[kSN], uint32_t (&p)[kSN / 8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < kSN / 8; ++kk) {
     p[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
     p[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
     p[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
@@ -243,17 +324,19 @@ __device__ __forceinline__ void pack_p(const float (&s)[64], uint32_t (&p)[8][4]
   }
 }
 
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint64_t dq, uint32_t k_tile) {
+template <int kSN>
+__device__ __forceinline__ void issue_qk(float (&s)[kSN], uint64_t dq, uint32_t k_tile) {
   const uint64_t dk = desc_kmajor(k_tile);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk)  // 32 bytes along the row per k16 step
-    wgmma_m64n128k16_ss(s, dq + 2 * kk, dk + 2 * kk, kk > 0);
+    wgmma_ss(s, dq + 2 * kk, dk + 2 * kk, kk > 0);
 }
-__device__ __forceinline__ void issue_pv(float (&o)[32], const uint32_t (&p)[8][4],
+template <int kK>
+__device__ __forceinline__ void issue_pv(float (&o)[32], const uint32_t (&p)[kK][4],
                                          uint32_t v_tile) {
   const uint64_t dv = desc_mnmajor(v_tile);
 #pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk)  // 16 keys = 2 KB per k16 step
+  for (int kk = 0; kk < kK; ++kk)  // 16 keys = 2 KB per k16 step
     wgmma_m64n64k16_rs(o, p[kk], dv + 128 * kk);
 }
 
@@ -263,9 +346,12 @@ struct Smem {
 
 // Producer warpgroup: thread pt copies 16-byte chunk pt % 8 of rows pt / 8 + 16 i of every tile,
 // 8 consecutive threads covering one 128-byte row. Its keys only grow, so one segment cursor per
-// thread follows them through the table.
+// thread follows them through the table. Most tiles lie inside one page: then the thread's rows
+// are a fixed stride apart and need no per-row lookup.
+template <class C, int kMode>
 __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int64_t kbeg,
                                         int64_t kend, int ntiles, int h, int pt) {
+  constexpr int kRows = C::kBN / 16;  // rows per thread and tile
   const int chunk = pt & 7, rsub = pt >> 3;
   const int64_t row_stride = int64_t(a.heads) * kD * 2;
   const int64_t col_off = int64_t(h) * kD * 2 + chunk * 16;
@@ -274,37 +360,57 @@ __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int
   int64_t seg_lo = a.seg.start[cur], seg_hi = a.seg.start[cur + 1];
   const char* kb = a.seg.k[cur];
   const char* vb = a.seg.v[cur];
+  auto advance = [&](int64_t key) {
+    while (key >= seg_hi) {
+      ++cur;
+      seg_lo = seg_hi;
+      seg_hi = a.seg.start[cur + 1];
+      kb = a.seg.k[cur];
+      vb = a.seg.v[cur];
+    }
+  };
   int stage = 0;
   uint32_t round_parity = 0;
   for (int t = 0; t < ntiles; ++t) {
-    // Reuse of a stage waits until all 8 consumer warps released its previous tile.
-    if (t >= kStages) mbar_wait(sm.empty + 8 * stage, round_parity ^ 1);
-    const int64_t tile0 = kbeg + int64_t(t) * kBN;
-    const uint32_t kdst = sm.k + stage * kTileBytes + dst0;
-    const uint32_t vdst = sm.v + stage * kTileBytes + dst0;
+    // Reuse of a stage waits until all consumer warps released its previous tile.
+    if (t >= C::kStages) mbar_wait(sm.empty + 8 * stage, round_parity ^ 1);
+    const int64_t key0 = kbeg + int64_t(t) * C::kBN + rsub;
+    const int64_t key_last = key0 + 16 * (kRows - 1);
+    const uint32_t kdst = sm.k + stage * C::kTileBytes + dst0;
+    const uint32_t vdst = sm.v + stage * C::kTileBytes + dst0;
+    if (key0 < kend) advance(key0);
+    if (key_last < kend && key_last < seg_hi) {
+      const int64_t off = (key0 - seg_lo) * row_stride + col_off;
+      const char* ks = kb + off;
+      const char* vs = vb + off;
 #pragma unroll
-    for (int i = 0; i < kBN / 16; ++i) {
-      const int64_t key = tile0 + rsub + 16 * i;
-      const bool ok = key < kend;
-      const char* ks = kb;
-      const char* vs = vb;
-      if (ok) {
-        while (key >= seg_hi) {
-          ++cur;
-          seg_lo = seg_hi;
-          seg_hi = a.seg.start[cur + 1];
-          kb = a.seg.k[cur];
-          vb = a.seg.v[cur];
+      for (int i = 0; i < kRows; ++i) {
+        if constexpr ((kMode & kNoLoad) == 0) {
+          cp_async16(kdst + i * 2048, ks + i * 16 * row_stride, true);
+          cp_async16(vdst + i * 2048, vs + i * 16 * row_stride, true);
         }
-        const int64_t off = (key - seg_lo) * row_stride + col_off;
-        ks = kb + off;
-        vs = vb + off;
       }
-      cp_async16(kdst + i * 2048, ks, ok);  // rows past the range are zero-filled
-      cp_async16(vdst + i * 2048, vs, ok);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int64_t key = key0 + 16 * i;
+        const bool ok = key < kend;
+        const char* ks = kb;
+        const char* vs = vb;
+        if (ok) {
+          advance(key);
+          const int64_t off = (key - seg_lo) * row_stride + col_off;
+          ks = kb + off;
+          vs = vb + off;
+        }
+        if constexpr ((kMode & kNoLoad) == 0) {
+          cp_async16(kdst + i * 2048, ks, ok);  // rows past the range are zero-filled
+          cp_async16(vdst + i * 2048, vs, ok);
+        }
+      }
     }
     mbar_arrive_copies(sm.full + 8 * stage);
-    if (++stage == kStages) {
+    if (++stage == C::kStages) {
       stage = 0;
       round_parity ^= 1;
     }
@@ -312,9 +418,9 @@ __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// Ping-pong (kPingPong): the two consumers take turns issuing their matrix products. Barrier
-// 3 + w opens warpgroup w's turn; the other warpgroup arrives on it once it has issued. Forcing
-// the alternation keeps one warpgroup's softmax under the other's products.
+// Ping-pong (kPingPong, two consumers only): the consumers take turns issuing their matrix
+// products. Barrier 3 + w opens warpgroup w's turn; the other warpgroup arrives on it once it has
+// issued. Forcing the alternation keeps one warpgroup's softmax under the other's products.
 template <bool kPingPong>
 struct Turns {
   int wg;
@@ -326,12 +432,13 @@ struct Turns {
   }
 };
 
-template <bool kPoly, bool kPingPong>
+template <class C, int kMode>
 __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int64_t kbeg,
                                         int64_t kend, int ntiles, int h) {
+  constexpr bool kTurns = (kMode & kPingPong) != 0 && C::kWG == 2;
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
   const int lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int q0 = blockIdx.x * kBM;
+  const int q0 = blockIdx.x * C::kBM;
   const float sl2 = a.scale_log2;
 
   // This warpgroup's 64 query rows; rows past nq are zero (finite scores, never stored).
@@ -348,15 +455,15 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   named_bar_sync(1 + wg, 128);
   const uint64_t dq = desc_kmajor(sm.q + wg * 64 * 128);
 
-  float o[32], s[64];
+  float o[32], s[C::kSN];
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i] = 0.f;
 #pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = 0.f;
-  uint32_t p[8][4];
+  for (int i = 0; i < C::kSN; ++i) s[i] = 0.f;
+  uint32_t p[C::kBN / 16][4];
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, c0, c1;
 
-  const Turns<kPingPong> turns{wg};
+  const Turns<kTurns> turns{wg};
   if (wg == 1) turns.pass();  // warpgroup 0 goes first
 
   int stage = 0;
@@ -370,12 +477,13 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   turns.pass();
   wgmma_wait<0>();
   fence_regs(s);
-  softmax_tile<kPoly>(s, kbeg, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
+  if constexpr ((kMode & kNoSoftmax) == 0)
+    softmax_tile<C, kMode>(s, kbeg, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
   pack_p(s, p);
 
   for (int t = 1; t < ntiles; ++t) {
     const int prev = stage;
-    if (++stage == kStages) {
+    if (++stage == C::kStages) {
       stage = 0;
       parity ^= 1;
     }
@@ -383,31 +491,36 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     fence_proxy_async();
     turns.wait();
     wgmma_fence();
-    issue_qk(s, dq, sm.k + stage * kTileBytes);
+    issue_qk(s, dq, sm.k + stage * C::kTileBytes);
     wgmma_commit();
-    issue_pv(o, p, sm.v + prev * kTileBytes);
+    issue_pv(o, p, sm.v + prev * C::kTileBytes);
     wgmma_commit();
     turns.pass();
     wgmma_wait<1>();  // S of tile t is ready; P.V of tile t-1 keeps the tensor cores busy
     fence_regs(s);
-    softmax_tile<kPoly>(s, kbeg + int64_t(t) * kBN, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
+    bool moved = true;
+    if constexpr ((kMode & kNoSoftmax) == 0)
+      moved = softmax_tile<C, kMode>(s, kbeg + int64_t(t) * C::kBN, kend, tq, sl2, m0, m1, l0, l1,
+                                     c0, c1);
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(p);
     __syncwarp();
     if (lane == 0) mbar_arrive(sm.empty + 8 * prev);
+    if (moved && (kMode & kNoSoftmax) == 0) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      o[4 * j] *= c0;
-      o[4 * j + 1] *= c0;
-      o[4 * j + 2] *= c1;
-      o[4 * j + 3] *= c1;
+      for (int j = 0; j < 8; ++j) {
+        o[4 * j] *= c0;
+        o[4 * j + 1] *= c0;
+        o[4 * j + 2] *= c1;
+        o[4 * j + 3] *= c1;
+      }
     }
     pack_p(s, p);
   }
   turns.wait();
   wgmma_fence();
-  issue_pv(o, p, sm.v + stage * kTileBytes);
+  issue_pv(o, p, sm.v + stage * C::kTileBytes);
   wgmma_commit();
   if (wg == 0) turns.pass();  // warpgroup 1 has no turn left to wait for
   wgmma_wait<0>();
@@ -433,36 +546,48 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   }
 }
 
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
 #endif  // LINGBOT_WGMMA_BODY
 
-template <bool kPoly, bool kPingPong>
-__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(const KernelArgs a) {
+template <class C, int kMode>
+__global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const KernelArgs a) {
 #ifdef LINGBOT_WGMMA_BODY
   extern __shared__ unsigned char smem_raw[];
   Smem sm;
   sm.q = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  sm.k = sm.q + kQBytes;
-  sm.v = sm.k + kStages * kTileBytes;
-  sm.full = sm.v + kStages * kTileBytes;
-  sm.empty = sm.full + kStages * 8;
+  sm.k = sm.q + C::kQBytes;
+  sm.v = sm.k + C::kStages * C::kTileBytes;
+  sm.full = sm.v + C::kStages * C::kTileBytes;
+  sm.empty = sm.full + C::kStages * 8;
 
   const int h = blockIdx.y;
   const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
   const int64_t kend = min(a.nk, kbeg + a.keys_per_split);
-  const int ntiles = static_cast<int>((kend - kbeg + kBN - 1) / kBN);
+  const int ntiles = static_cast<int>((kend - kbeg + C::kBN - 1) / C::kBN);
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < C::kStages; ++s) {
       mbar_init(sm.full + 8 * s, kProducerThreads);
-      mbar_init(sm.empty + 8 * s, kConsumerWarps);
+      mbar_init(sm.empty + 8 * s, C::kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x >= kConsumerWarps * 32)
-    produce(a, sm, kbeg, kend, ntiles, h, threadIdx.x - kConsumerWarps * 32);
-  else
-    consume<kPoly, kPingPong>(a, sm, kbeg, kend, ntiles, h);
+  if (threadIdx.x >= C::kConsumerWarps * 32) {
+    if constexpr (C::kRegs > 0) setmaxnreg_dec<C::kProducerRegs>();
+    produce<C, kMode>(a, sm, kbeg, kend, ntiles, h, threadIdx.x - C::kConsumerWarps * 32);
+  } else {
+    if constexpr (C::kRegs > 0) setmaxnreg_inc<C::kRegs>();
+    consume<C, kMode>(a, sm, kbeg, kend, ntiles, h);
+  }
 #endif
 }
 
@@ -472,30 +597,56 @@ bool wgmma_supported(const Context& ctx) {
   return ctx.prop.major == 9 && ctx.prop.minor == 0;
 }
 
+using Kernel = void (*)(const KernelArgs);
+
+struct Launch {
+  Kernel kernel;
+  int bm, bn, threads, smem;
+};
+
+template <class C, int... kModes>
+bool pick(int mode, Launch& l) {
+  return ((mode == kModes ? (l = {attention_wgmma_kernel<C, kModes>, C::kBM, C::kBN, C::kThreads,
+                                  C::kSmemBytes},
+                             true)
+                          : false) ||
+          ...);
+}
+
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
-  const bool poly = env_int("LINGBOT_ATTN_POLY", 0) != 0;
-  const bool pingpong = env_int("LINGBOT_ATTN_PINGPONG", 0) != 0;
-  using Kernel = void (*)(const KernelArgs);
-  const Kernel kernels[2][2] = {
-      {attention_wgmma_kernel<false, false>, attention_wgmma_kernel<false, true>},
-      {attention_wgmma_kernel<true, false>, attention_wgmma_kernel<true, true>}};
-  const Kernel kernel = kernels[poly][pingpong];
-  static bool configured[2][2] = {};
-  if (!configured[poly][pingpong]) {
-    LB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    configured[poly][pingpong] = true;
+  // Tuning and diagnosis knobs: LINGBOT_ATTN_SHAPE=2x128 picks the earlier kernel shape,
+  // LINGBOT_ATTN_MODE a variant (enum Mode; default kLazy), LINGBOT_ATTN_POLY=1 and
+  // LINGBOT_ATTN_PINGPONG=1 (2x128 only) add those two bits.
+  const char* shape_env = std::getenv("LINGBOT_ATTN_SHAPE");
+  const bool wide = shape_env && std::string(shape_env) == "2x128";
+  const int mode = env_int("LINGBOT_ATTN_MODE", kLazy) |
+                   (env_int("LINGBOT_ATTN_POLY", 0) ? kPoly : 0) |
+                   (env_int("LINGBOT_ATTN_PINGPONG", 0) ? kPingPong : 0);
+  Launch l{};
+  const bool found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6>(mode, l)
+                          : pick<Cfg4x64, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
+  LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " +
+                           (wide ? "2x128" : "4x64") + " attention kernel");
+  {
+    static std::mutex mutex;  // engines on several threads may make their first call together
+    static std::set<Kernel> configured;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!configured.count(l.kernel)) {
+      LB_CUDA(cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem));
+      configured.insert(l.kernel);
+    }
   }
-  const int64_t qtiles = (k.nq + kBM - 1) / kBM;
-  const int64_t tiles = (k.nk + kBN - 1) / kBN;
+  const int64_t qtiles = (k.nq + l.bm - 1) / l.bm;
+  const int64_t tiles = (k.nk + l.bn - 1) / l.bn;
   int per_sm = 0;
-  LB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmemBytes));
+  LB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, l.threads, l.smem));
   const int64_t slots = int64_t(std::max(1, per_sm)) * ctx.prop.multiProcessorCount;
   const int splits =
-      forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4);
-  plan_splits(ctx, k, tiles, kBN, splits);
+      forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 512 / l.bn);
+  plan_splits(ctx, k, tiles, l.bn, splits);
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
-  kernel<<<grid, kThreads, kSmemBytes, ctx.stream>>>(k);
+  l.kernel<<<grid, l.threads, l.smem, ctx.stream>>>(k);
   LB_CUDA_LAUNCHED();
 }
 

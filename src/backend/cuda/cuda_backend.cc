@@ -190,6 +190,7 @@ class CudaBackend final : public Backend {
     LB_CUDA(cudaMemcpyAsync(host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s()));
   }
 
+  bool queues_work() const override { return true; }
   // Called with the model's step lock held; wait_fence may run on another thread meanwhile.
   uint64_t fence() override {
     const uint64_t n = fences_.load();

@@ -168,8 +168,8 @@ std::string default_frame_name(int64_t index) {
 }
 
 namespace {
-const char* const kFormats[] = {"tum", "kitti", "json",   "depth",     "depth_f32",
-                                "ply", "glb",   "colmap", "nerfstudio"};
+const char* const kFormats[] = {"tum", "kitti", "json",   "depth",  "depth_f32",
+                                "ply", "glb",   "images", "colmap", "nerfstudio"};
 }
 
 std::vector<std::string> parse_export_list(const std::string& list) {
@@ -186,10 +186,11 @@ std::vector<std::string> parse_export_list(const std::string& list) {
       continue;
     }
     if (std::find(std::begin(kFormats), std::end(kFormats), item) == std::end(kFormats))
-      throw Error("unknown export format '" + item +
-                      "' (tum, kitti, json, depth, depth_f32, ply, glb, colmap, nerfstudio, all or "
-                      "none)",
-                  ErrorKind::InvalidArgument);
+      throw Error(
+          "unknown export format '" + item +
+              "' (tum, kitti, json, depth, depth_f32, ply, glb, images, colmap, nerfstudio, "
+              "all or none)",
+          ErrorKind::InvalidArgument);
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
   return out;
@@ -214,8 +215,10 @@ std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
   if (has("ply")) sinks.push_back(make_ply_sink(dir + "/points.ply", o.points));
   if (has("glb")) sinks.push_back(make_glb_sink(dir + "/points.glb", o.points));
   // COLMAP and nerfstudio describe cameras of the model input, which differs from the
-  // original pictures after crop/resize, so the input itself goes beside them.
-  if (has("colmap") || has("nerfstudio")) sinks.push_back(make_image_sink(dir + "/images", name));
+  // original pictures after crop/resize, so the input itself goes beside them; `render` and the
+  // viewer colour their points from it.
+  if (has("images") || has("colmap") || has("nerfstudio"))
+    sinks.push_back(make_image_sink(dir + "/images", name));
   if (has("colmap")) sinks.push_back(make_colmap_sink(dir + "/colmap", o.points, name));
   if (has("nerfstudio")) {
     NerfstudioOptions n;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The wgmma attention kernel's variants timed alone, in one call on the GPU machine: builds the
+# micro-benchmarks, then runs the paged attention benchmark (978 queries x 16 heads x 64, bf16,
+# 10k and 72k keys) once per kernel shape and variant, including the diagnostic variants that
+# compute wrong results on purpose to time the kernel with one part removed (enum Mode in
+# src/backend/cuda/attention_wgmma.cu). NCU=1 adds an Nsight Compute profile of the default at
+# 72k keys. Usage, from the repository root: [OUT=...] [NCU=1] tests/gpu/attention_sweep.sh
+set -u
+OUT=${OUT:-/tmp/lingbot-attention-sweep}
+mkdir -p "$OUT"
+{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=ON >/dev/null &&
+  ninja -C build lingbot_bench; } >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -30; exit 1; }
+# shape:mode:what
+for v in 4x64:4:default 4x64:0:"running maximum updated every tile" 4x64:5:"quarter of the exponentials as a polynomial" \
+         4x64:16:"diagnosis: producer copies nothing" 4x64:32:"diagnosis: no softmax" \
+         4x64:48:"diagnosis: neither" 2x128:4:"two consumers, 128-key tiles" 2x128:6:"same, ping-pong"; do
+  shape=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; what=${rest#*:}
+  kernel=2  # the benchmark's kernel argument sets the shape: 2 is 4x64, 4 is 2x128
+  [ "$shape" = 2x128 ] && kernel=4
+  echo "$shape mode $mode ($what):"
+  LINGBOT_ATTN_MODE=$mode timeout 60 build/bench/lingbot_bench \
+    --benchmark_filter="BM_PagedAttentionBF16/keys:(10000|72000)/kernel:$kernel/splits:0" 2>/dev/null |
+    awk '/BM_Paged/ { split($1, f, "/"); printf "  %s", f[2]; for (i = 2; i <= NF; i++) if ($i ~ /^(us_per_call|TFLOPs)=/) printf " %s", $i; print "" }'
+done
+if [ "${NCU:-0}" = 1 ]; then
+  timeout 120 ncu --kernel-name regex:attention_wgmma --launch-skip 5 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+    --section InstructionStats build/bench/lingbot_bench \
+    --benchmark_filter='BM_PagedAttentionBF16/keys:72000/kernel:2/splits:0' >"$OUT/ncu.txt" 2>&1
+  grep -E "SM Frequency|Duration|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|Issued Instructions" "$OUT/ncu.txt"
+fi
