@@ -22,6 +22,7 @@
 #include "lingbot/windowed.h"
 #include "pipeline.h"
 #include "preflight_text.h"
+#include "viewer_args.h"
 
 namespace lingbot::cli {
 namespace {
@@ -42,6 +43,7 @@ struct RunArgs {
   int64_t first_k = 0;
   bool realtime = false;
   std::string json;  // the timing report as JSON
+  ViewerArgs viewer;
 };
 
 // A live source has no end: Ctrl-C ends its input and the run finishes with what it has (a second
@@ -195,6 +197,13 @@ int run(const RunArgs& a) {
     if (fits && !note.empty()) std::printf("%s\n", note.c_str());
     return 0;
   }
+  // The viewer binds before the model loads, so that a port in use fails at once.
+  std::shared_ptr<ViewerServer> viewer;
+  if (a.viewer.enabled) {
+    viewer = start_viewer(a.viewer, {.conf_threshold = 1.0f, .stride = a.exports.point_stride},
+                          a.exports.conf_threshold);
+    o.sinks.push_back(viewer_sink(*viewer, std::max<int64_t>(0, input->count())));
+  }
   auto engine = Engine::create(a.engine);
   if (pre) check_fits(*pre, a, *engine);
   o.stream = stream;
@@ -221,6 +230,10 @@ int run(const RunArgs& a) {
                 static_cast<long long>(r.dropped));
   if (!o.exports.formats.empty())
     std::printf("exports in %s/: %s\n", a.out.c_str(), join(o.exports.formats).c_str());
+  if (viewer) {
+    std::fflush(stdout);
+    serve_until_interrupted(*viewer);
+  }
   return 0;
 }
 
@@ -309,6 +322,10 @@ void add_run(CLI::App& app) {
       ->check(kPositive)
       ->group("");
   add_export_options(sub, a->exports);
+  sub->add_flag("--view", a->viewer.enabled,
+                "show the run in the browser viewer as it streams (http://127.0.0.1:PORT/), "
+                "and keep serving it after the run until Ctrl-C");
+  add_viewer_options(sub, a->viewer);
   commands().push_back({sub, [a] { return run(*a); }});
 }
 

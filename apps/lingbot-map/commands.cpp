@@ -14,6 +14,7 @@ void register_commands(CLI::App& app) {
   add_inspect(app);
   add_preprocess(app);
   add_convert(app);
+  add_view(app);
   add_render(app);
 }
 

@@ -27,6 +27,7 @@ void add_bench(CLI::App& app);
 void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s);
 void add_preprocess(CLI::App& app);
 void add_convert(CLI::App& app);
+void add_view(CLI::App& app);
 void add_render(CLI::App& app);
 
 }  // namespace lingbot::cli

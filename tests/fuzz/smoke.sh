@@ -32,7 +32,9 @@ target_path() {
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle"
+mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle" "$work/viewer_control"
+printf '{"op":"ping","id":7}' >"$work/viewer_control/ping.json"
+printf '{"op":"images","on":false}' >"$work/viewer_control/images.json"
 
 cp "$fixtures/ptcases/expected.safetensors" "$work/safetensors/"
 cp "$fixtures"/ptcases/*.pt "$work/torch_pt/"
@@ -52,10 +54,11 @@ fi
 printf '\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01u.' >"$work/pickle/dict.pkl"
 
 failed=0
-for name in safetensors torch_pt pickle; do
+for name in safetensors torch_pt pickle viewer_control; do
   bin=$(target_path "fuzz_$name")
   dict="$here/pickle.dict"
   [[ $name == safetensors ]] && dict="$here/safetensors.dict"
+  [[ $name == viewer_control ]] && dict="$here/viewer_control.dict"
   log="$work/fuzz_$name.log"
   mkdir -p "$build/fuzz-crashes"
   set +e

@@ -1,0 +1,58 @@
+# The browser viewer (src/viewer, web/viewer): Boost.Beast for HTTP and WebSocket (headers only),
+# and the page bundled by esbuild from web/viewer's npm packages (scripts/setup.sh installs them)
+# and compiled into the library, so the program serves it offline from memory. AUTO builds it
+# when both are present; OFF (or AUTO without them) leaves `view` and `run --view` out.
+set(LINGBOT_VIEWER "AUTO" CACHE STRING
+    "Browser viewer (needs Boost headers, node and web/viewer/node_modules): AUTO, ON or OFF")
+set(LINGBOT_WITH_VIEWER OFF)
+set(LINGBOT_WEB ${CMAKE_SOURCE_DIR}/web/viewer)
+if(NOT LINGBOT_VIEWER STREQUAL "OFF")
+  find_path(LINGBOT_BEAST_INCLUDE boost/beast.hpp)
+  find_program(LINGBOT_NODE node)
+  find_package(Threads)
+  set(LINGBOT_ESBUILD ${LINGBOT_WEB}/node_modules/.bin/esbuild)
+  if(LINGBOT_BEAST_INCLUDE AND LINGBOT_NODE AND EXISTS ${LINGBOT_ESBUILD} AND Threads_FOUND)
+    set(LINGBOT_WITH_VIEWER ON)
+  elseif(LINGBOT_VIEWER STREQUAL "ON")
+    message(FATAL_ERROR "LINGBOT_VIEWER=ON needs Boost headers (libboost-dev), node and "
+                        "`npm ci` in web/viewer (scripts/setup.sh does both)")
+  endif()
+endif()
+message(STATUS "lingbot: browser viewer ${LINGBOT_WITH_VIEWER}")
+
+if(LINGBOT_WITH_VIEWER)
+  set(out ${CMAKE_BINARY_DIR}/viewer)
+  file(GLOB viewer_js CONFIGURE_DEPENDS ${LINGBOT_WEB}/src/*.js)
+  add_custom_command(
+    OUTPUT ${out}/viewer.js
+    COMMAND ${LINGBOT_ESBUILD} src/main.js --bundle --minify --format=esm --target=es2020
+            --log-level=warning --outfile=${out}/viewer.js
+    DEPENDS ${viewer_js} ${LINGBOT_WEB}/package-lock.json
+    WORKING_DIRECTORY ${LINGBOT_WEB}
+    COMMENT "Bundling the viewer's page (esbuild)"
+    VERBATIM)
+  # path|content type|file, one per asset.
+  set(assets "/|text/html|${LINGBOT_WEB}/index.html"
+             "/style.css|text/css|${LINGBOT_WEB}/style.css"
+             "/viewer.js|text/javascript|${out}/viewer.js")
+  set(asset_files "")
+  foreach(a ${assets})
+    string(REGEX REPLACE "^.*\\|" "" f "${a}")
+    list(APPEND asset_files ${f})
+  endforeach()
+  string(REPLACE ";" "," assets_arg "${assets}")
+  add_custom_command(
+    OUTPUT ${out}/assets_data.cpp
+    COMMAND ${CMAKE_COMMAND} "-DASSETS=${assets_arg}" -DOUT=${out}/assets_data.cpp -P
+            ${CMAKE_SOURCE_DIR}/cmake/embed_assets.cmake
+    DEPENDS ${asset_files} ${CMAKE_SOURCE_DIR}/cmake/embed_assets.cmake
+    COMMENT "Embedding the viewer's page"
+    VERBATIM)
+  file(GLOB viewer_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/viewer/*.cpp)
+  target_sources(lingbot PRIVATE ${viewer_sources} ${out}/assets_data.cpp)
+  target_include_directories(lingbot PRIVATE ${LINGBOT_BEAST_INCLUDE})
+  target_link_libraries(lingbot PUBLIC Threads::Threads)
+  # For the program and the tests (and installed consumers): lingbot's own sources do not need it,
+  # so switching the viewer recompiles only them.
+  target_compile_definitions(lingbot INTERFACE LINGBOT_HAVE_VIEWER=1)
+endif()
