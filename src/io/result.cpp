@@ -44,21 +44,21 @@ RunResult read_result(const std::string& path) {
     if (run.dir.empty()) run.dir = ".";
   }
   if (!fs::exists(file)) throw Error("no predictions file: " + file, ErrorKind::NotFound);
-  const SafetensorsFile f = read_safetensors(file);
+  auto file_ptr = std::make_shared<const SafetensorsFile>(read_safetensors(file));
+  const SafetensorsFile& f = *file_ptr;
   auto depth_it = f.tensors.find("depth");
   LINGBOT_CHECK(depth_it != f.tensors.end() && depth_it->second.rank() == 3,
                 file + " is not a predictions file: no depth [S, H, W]");
   const int64_t s = depth_it->second.dim(0), h = depth_it->second.dim(1),
                 w = depth_it->second.dim(2);
-  const Tensor& depth = need(f, "depth", DType::F32, {s, h, w}, file);
-  const Tensor& conf = need(f, "depth_conf", DType::F32, {s, h, w}, file);
+  need(f, "depth", DType::F32, {s, h, w}, file);
+  need(f, "depth_conf", DType::F32, {s, h, w}, file);
   const Tensor& pose = need(f, "pose_enc", DType::F32, {s, 9}, file);
   const Tensor& c2w = need(f, "c2w", DType::F32, {s, 3, 4}, file);
   const Tensor& w2c = need(f, "w2c", DType::F32, {s, 3, 4}, file);
   const Tensor& k = need(f, "intrinsics", DType::F32, {s, 3, 3}, file);
   const Tensor& type = need(f, "frame_type", DType::U8, {s}, file);
   run.windowed = f.tensors.count("chunk_scales") > 0;
-  const size_t plane = static_cast<size_t>(h * w);
   run.frames.resize(static_cast<size_t>(s));
   for (int64_t i = 0; i < s; ++i) {
     FrameResult& r = run.frames[static_cast<size_t>(i)];
@@ -74,12 +74,25 @@ RunResult read_result(const std::string& path) {
     copy_row(r.intrinsics, k, i);
     r.height = static_cast<int>(h);
     r.width = static_cast<int>(w);
-    const float* d = depth.data<float>() + i * plane;
-    const float* c = conf.data<float>() + i * plane;
-    r.depth.assign(d, d + plane);
-    r.confidence.assign(c, c + plane);
   }
+  run.maps = std::move(file_ptr);
   return run;
+}
+
+FrameResult result_frame(const RunResult& run, int64_t index) {
+  LINGBOT_CHECK_ARG(index >= 0 && index < run.size(), "frame " + std::to_string(index) +
+                                                          " is not in the run (" +
+                                                          std::to_string(run.size()) + " frames)");
+  FrameResult r = run.frames[static_cast<size_t>(index)];
+  const size_t plane = static_cast<size_t>(std::max(r.height, 0)) * std::max(r.width, 0);
+  if (r.depth.size() == plane && r.confidence.size() == plane) return r;  // made in memory
+  const auto* f = static_cast<const SafetensorsFile*>(run.maps.get());
+  LINGBOT_CHECK(f, "frame " + std::to_string(index) + " of the run has no depth maps");
+  const float* d = f->tensors.at("depth").data<float>() + index * plane;
+  const float* c = f->tensors.at("depth_conf").data<float>() + index * plane;
+  r.depth.assign(d, d + plane);
+  r.confidence.assign(c, c + plane);
+  return r;
 }
 
 std::optional<Tensor> read_result_image(const RunResult& run, int64_t index,

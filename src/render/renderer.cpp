@@ -45,7 +45,7 @@ struct FramePart {
 
 FramePart frame_part(const RunResult& run, int64_t i, const FrameNamer& names,
                      const RenderOptions& o, int64_t cap) {
-  const FrameResult& f = run.frames[static_cast<size_t>(i)];
+  const FrameResult f = result_frame(run, i);
   const std::optional<Tensor> rgb = read_result_image(run, i, names);
   const FramePoints p = frame_points(f, rgb ? &*rgb : nullptr, o.points);
   const int64_t n = p.size();

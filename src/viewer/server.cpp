@@ -379,8 +379,9 @@ std::shared_ptr<ResultSink> ViewerServer::sink(int64_t expected_frames) {
 void ViewerServer::load(const RunResult& run, const FrameNamer& name) {
   Scene& scene = *impl_->scene;
   scene.reset(run.dir, static_cast<int64_t>(run.frames.size()));
-  for (const FrameResult& f : run.frames) {
-    const std::optional<Tensor> rgb = read_result_image(run, f.index, name);
+  for (int64_t i = 0; i < run.size(); ++i) {
+    const FrameResult f = result_frame(run, i);
+    const std::optional<Tensor> rgb = read_result_image(run, i, name);
     scene.add(f, rgb ? &*rgb : nullptr);
   }
   scene.finish();
