@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +74,9 @@ TEST(BatchedSessions, StepsOfSessionsReadyTogetherShareOneModelStep) {
   int64_t parts = 0;
   for (const Camera& cam : cams)
     parts += 1 + static_cast<int64_t>(cam.frames.size()) - cam.options.scale_frames;
+  std::printf("%lld sequence steps in %lld model steps\n",
+              static_cast<long long>(after.parts - before.parts),
+              static_cast<long long>(after.steps - before.steps));
   EXPECT_EQ(after.parts - before.parts, parts);
   EXPECT_LT(after.steps - before.steps, parts) << "no two sessions ever shared a step";
   for (size_t i = 0; i < cams.size(); ++i)
