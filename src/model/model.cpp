@@ -162,11 +162,12 @@ void Model::enqueue(const std::vector<Part>& parts) {
   // The device work of the step is recorded and replayed as a whole where the backend can: not
   // while profiling (its scopes wait for the device), and not for the first step of a new
   // shape, whose buffers are still being allocated (from the device's pool, not inside the
-  // recording). The activations of a frame size, and phase 1's (the largest), are freed when
-  // the next step is of another shape; those of batches of one-frame steps stay for the next.
-  const bool phase1 = last_shape_.size() == 3 && last_shape_[2] > 1;
-  if (shape != last_shape_ &&
-      (phase1 || last_shape_.size() < 2 || last_shape_[0] != h || last_shape_[1] != w))
+  // recording). The activations kept per shape are freed on a change of frame size and before
+  // and after a phase-1 step (the largest), as one sequence's steps always do; batches of
+  // several sequences keep one set per batch size for the next.
+  const auto phase1 = [](const std::vector<int64_t>& sh) { return sh.size() == 3 && sh[2] > 1; };
+  if (shape != last_shape_ && (phase1(shape) || phase1(last_shape_) || last_shape_.size() < 2 ||
+                               last_shape_[0] != h || last_shape_[1] != w))
     aggregator_.release_buffers();  // freed in stream order
   backend_.begin_step(!Profile::enabled() && shape == last_shape_);
   last_shape_ = shape;
