@@ -50,6 +50,7 @@ class EngineImpl final : public Engine {
                   ErrorKind::InvalidArgument);
     }
     model_ = std::make_unique<Model>(*backend_, *loader, config_);
+    scheduler_ = std::make_unique<StepScheduler>(*model_);
     parameters_ = loader->parameters();
     tensors_.clear();  // weights now live on the backend
   }
@@ -62,7 +63,7 @@ class EngineImpl final : public Engine {
   size_t device_memory_free() const override { return backend_->device_memory_free(); }
 
   std::unique_ptr<Session> start(const StreamOptions& options) override {
-    return std::make_unique<StreamSession>(*model_, options);
+    return std::make_unique<StreamSession>(*model_, *scheduler_, options);
   }
 
  private:
@@ -70,6 +71,7 @@ class EngineImpl final : public Engine {
   ModelConfig config_;
   TensorMap tensors_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<StepScheduler> scheduler_;  // batches the sessions' steps
   size_t parameters_ = 0;
 };
 

@@ -97,9 +97,11 @@ class Session {
   //
   // Sessions of one engine are independent: each owns its sequence's caches, so several
   // cameras can share one loaded model, pushed alternately frame by frame or each from its own
-  // thread, and every session gets exactly the results it would get alone. The engine runs one
-  // step at a time (steps of different sessions queue behind each other). One session is not
-  // thread-safe: push, finish, reset and cache_stats of one session must not run concurrently.
+  // thread, and every session gets the results it would get alone. Sessions pushed from
+  // several threads share steps: the frames ready together (one each, of one size) run as one
+  // batch, and each session's results are its results alone up to the GEMM's rounding (about
+  // 1e-6 relative on the CPU). One session is not thread-safe: push, finish, reset and
+  // cache_stats of one session must not run concurrently.
   virtual void push(const Tensor& image, const Callback& on_result) = 0;
   // Delivers every outstanding result and runs what is still buffered (a sequence shorter than
   // scale_frames).

@@ -59,15 +59,27 @@ void Aggregator::load(WeightLoader& w, const ModelConfig& cfg) {
 
 const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& images,
                                                  PagedKVCache& cache, int64_t scale_frames) {
+  return enqueue(b, images, {{&cache, scale_frames, images.dim(0)}});
+}
+
+const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& images,
+                                                 const std::vector<AggregatorPart>& parts) {
   const int64_t s = images.dim(0), c = cfg_.dim, h = cfg_.heads, d = cfg_.head_dim();
   const int64_t ns = ModelConfig::kSpecialTokens;
   const int64_t gh = images.dim(2) / cfg_.patch, gw = images.dim(3) / cfg_.patch;
   const int64_t np = gh * gw, p = ns + np, m = s * p;
-  LINGBOT_CHECK(cache.pending_frames() == s, "aggregator: the step's pages were not appended");
-  LINGBOT_CHECK(cache.config().tokens_per_frame == p,
-                "KV cache was sized for " + std::to_string(cache.config().tokens_per_frame) +
-                    " tokens per frame, these images have " + std::to_string(p) +
-                    " (frame size changed within a sequence?)");
+  int64_t total = 0;
+  for (const AggregatorPart& part : parts) {
+    LINGBOT_CHECK(part.cache->pending_frames() == part.frames,
+                  "aggregator: the step's pages were not appended");
+    LINGBOT_CHECK(part.cache->config().tokens_per_frame == p,
+                  "KV cache was sized for " +
+                      std::to_string(part.cache->config().tokens_per_frame) +
+                      " tokens per frame, these images have " + std::to_string(p) +
+                      " (frame size changed within a sequence?)");
+    total += part.frames;
+  }
+  LINGBOT_CHECK(!parts.empty() && total == s, "aggregator: the parts do not cover the images");
   Work& wk = work_[{s, p}];
   if (!wk.x.defined()) {
     wk.x = b.alloc({s, p, c}, DType::F32);
@@ -81,38 +93,49 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
 
   // Tokens: [camera, registers, scale, patches] per frame. Variant 0 of camera/registers marks
   // the first frame of the sequence; scale variant 0 marks the scale frames (reference rule on
-  // the virtual frame index stored + i).
+  // the virtual frame index stored + i). The 3D RoPE time index counts each sequence's own
+  // stored frames.
   const Tensor& dino = [&]() -> const Tensor& {
     ProfileScope ps(b, "dino trunk");
     return dino_.enqueue(b, images);
   }();
-  const int64_t stored = cache.stored_frames();
-  const int64_t e = std::min(scale_frames, stored + s);
-  for (int64_t f = 0; f < s; ++f) {
-    const int64_t vi = stored + f;  // stored frames before it (not its index: non-keyframes)
-    const int cam_variant = vi == 0 ? 0 : 1;
-    const int scale_variant = (e > 1 ? vi < e : vi == 0) ? 0 : 1;
-    Tensor head = wk.x[f].slice(0, ns), body = wk.x[f].slice(ns, p);
-    b.copy(specials_[cam_variant][scale_variant], head);
-    b.copy(dino[f].slice(1 + cfg_.registers, 1 + cfg_.registers + np), body);
+  const int64_t pairs = d / 2;
+  Tensor cs = Tensor::zeros({m, pairs}), sn = Tensor::zeros({m, pairs});
+  int64_t f0 = 0;
+  for (const AggregatorPart& part : parts) {
+    const int64_t stored = part.cache->stored_frames();
+    const int64_t e = std::min(part.scale_frames, stored + part.frames);
+    for (int64_t i = 0; i < part.frames; ++i) {
+      const int64_t vi = stored + i;  // stored frames before it (not its index: non-keyframes)
+      const int cam_variant = vi == 0 ? 0 : 1;
+      const int scale_variant = (e > 1 ? vi < e : vi == 0) ? 0 : 1;
+      Tensor head = wk.x[f0 + i].slice(0, ns), body = wk.x[f0 + i].slice(ns, p);
+      b.copy(specials_[cam_variant][scale_variant], head);
+      b.copy(dino[f0 + i].slice(1 + cfg_.registers, 1 + cfg_.registers + np), body);
+    }
+    Tensor pcs, psn;
+    rope3d_table(part.frames, stored, ns, gh, gw, d, &pcs, &psn);
+    std::copy_n(pcs.f32(), pcs.numel(), cs.f32() + f0 * p * pairs);
+    std::copy_n(psn.f32(), psn.numel(), sn.f32() + f0 * p * pairs);
+    f0 += part.frames;
   }
-
-  Tensor cs, sn;
-  rope3d_table(s, stored, ns, gh, gw, d, &cs, &sn);
   Rope rope3d{b.upload_transient(cs), b.upload_transient(sn), RopePairs::Interleaved};
 
-  // The keys of the step are fixed once its pages are appended: each global layer's pages and
-  // stream rows (lists 0..depth-1), each frame's own tokens in the frame blocks (lists depth..,
-  // the same buffers in every layer). One attention plan serves the whole step.
-  const int64_t depth = cfg_.depth;
-  attention_lists_.resize(depth + s);
-  for (int64_t l = 0; l < depth; ++l) {
-    attention_lists_[l].clear();
-    cache.segments(l, attention_lists_[l]);
-  }
+  // The keys of the step are fixed once its pages are appended: each sequence's global layers'
+  // pages and stream rows (list q * depth + l for part q, layer l), each frame's own tokens in
+  // the frame blocks (lists after those, the same buffers in every layer). One attention plan
+  // serves the whole step.
+  const int64_t depth = cfg_.depth, nparts = static_cast<int64_t>(parts.size());
+  const int64_t frame_lists = nparts * depth;
+  attention_lists_.resize(frame_lists + s);
+  for (int64_t q = 0; q < nparts; ++q)
+    for (int64_t l = 0; l < depth; ++l) {
+      attention_lists_[q * depth + l].clear();
+      parts[q].cache->segments(l, attention_lists_[q * depth + l]);
+    }
   Tensor k4 = wk.buf.k.reshape({s, p, h, d}), v4 = wk.buf.v.reshape({s, p, h, d});
   for (int64_t f = 0; f < s; ++f)
-    attention_lists_[depth + f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}};
+    attention_lists_[frame_lists + f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(p)}};
   b.plan_attention(attention_lists_);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -122,15 +145,23 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
     Tensor q4 = q.reshape({s, p, h, d}), o4 = out.reshape({s, p, h, d});
     for (int64_t f = 0; f < s; ++f) {
       Tensor of = o4[f];
-      b.attention_planned(q4[f], static_cast<int>(depth + f), scale, of);
+      b.attention_planned(q4[f], static_cast<int>(frame_lists + f), scale, of);
     }
   };
   int64_t layer = 0;
+  // Each sequence's queries attend over its own keys: one planned call per sequence.
   AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
     Tensor k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d});
-    for (int64_t f = 0; f < s; ++f) cache.store(layer, f, k4[f], v4[f]);
     ProfileScope ps(b, "global attention (paged)");
-    b.attention_planned(q, static_cast<int>(layer), scale, out);
+    int64_t first = 0;
+    for (int64_t i = 0; i < nparts; ++i) {
+      const int64_t n = parts[i].frames;
+      for (int64_t f = 0; f < n; ++f) parts[i].cache->store(layer, f, k4[first + f], v4[first + f]);
+      Tensor oi = out.slice(first * p, (first + n) * p);
+      b.attention_planned(q.slice(first * p, (first + n) * p), static_cast<int>(i * depth + layer),
+                          scale, oi);
+      first += n;
+    }
   };
 
   Tensor x = wk.x.reshape({m, c});

@@ -16,6 +16,15 @@
 
 namespace lingbot {
 
+// One sequence's part of a step: its `frames` frames are rows of the step's images, in the
+// order of the parts; its pages for them are appended to `cache` already
+// (SequenceState::begin). `scale_frames` is the sequence's phase-1 frame count.
+struct AggregatorPart {
+  PagedKVCache* cache = nullptr;
+  int64_t scale_frames = 0;
+  int64_t frames = 0;
+};
+
 class Aggregator {
  public:
   void load(WeightLoader& w, const ModelConfig& cfg);
@@ -27,6 +36,11 @@ class Aggregator {
   // the next call.
   const std::array<Tensor, 4>& enqueue(Backend& b, const Tensor& images, PagedKVCache& cache,
                                        int64_t scale_frames);
+  // The same over the frames of several sequences at once (images [sum of frames, 3, H, W]):
+  // every token row goes through the same linear layers, and each sequence's global attention
+  // reads its own cache. A part's rows get what its sequence would get in a step of its own.
+  const std::array<Tensor, 4>& enqueue(Backend& b, const Tensor& images,
+                                       const std::vector<AggregatorPart>& parts);
 
   const ModelConfig& config() const { return cfg_; }
   // Frees the activations kept per call shape (phase 1's are the largest), so that the next

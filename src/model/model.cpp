@@ -104,73 +104,134 @@ Model::Output Model::run(SequenceState& seq, const Tensor& images01, StepMode mo
 }
 
 void Model::enqueue(SequenceState& seq, const Tensor& images01, StepMode mode) {
-  const int64_t s = images01.dim(0), h = images01.dim(2), w = images01.dim(3);
-  LINGBOT_CHECK(
-      images01.rank() == 4 && images01.dim(1) == 3 && h % cfg_.patch == 0 && w % cfg_.patch == 0,
-      "frames must be [S, 3, H, W] with H and W multiples of " + std::to_string(cfg_.patch) +
-          ", got " + shape_str(images01.shape()));
+  enqueue({{&seq, images01, mode}});
+}
+
+void Model::validate(const Part& part) const {
+  const Tensor& images01 = part.images01;
+  const SequenceState& seq = *part.seq;
+  const int64_t h = images01.rank() == 4 ? images01.dim(2) : 0;
+  const int64_t w = images01.rank() == 4 ? images01.dim(3) : 0;
+  LINGBOT_CHECK(images01.rank() == 4 && images01.dim(0) >= 1 && images01.dim(1) == 3 &&
+                    images01.dtype() == DType::F32 && images01.device() == Device::CPU &&
+                    h % cfg_.patch == 0 && w % cfg_.patch == 0,
+                "frames must be host F32 [S, 3, H, W] with H and W multiples of " +
+                    std::to_string(cfg_.patch) + ", got " + shape_str(images01.shape()));
   LINGBOT_CHECK(h == seq.config().height && w == seq.config().width,
                 "frames of " + std::to_string(w) + "x" + std::to_string(h) +
                     " on a sequence sized for " + std::to_string(seq.config().width) + "x" +
                     std::to_string(seq.config().height));
   LINGBOT_CHECK(!seq.step_open(), "a step began before the previous one was decided");
-  SequenceState::Slot& slot = seq.next_slot();
-  // Grow the slot's host buffers only when a step needs more (phase 1 is the largest).
-  if (slot.input.numel() < s * 3 * h * w) {
-    slot.input = backend_.alloc_host({s * 3 * h * w});
-    slot.depth = backend_.alloc_host({s * h * w});
-    slot.conf = backend_.alloc_host({s * h * w});
+  LINGBOT_CHECK(seq.steps_queued() < 2, "two steps of this sequence are already queued");
+}
+
+void Model::enqueue(const std::vector<Part>& parts) {
+  LINGBOT_CHECK(!parts.empty(), "a step of no sequence");
+  validate(parts[0]);
+  const int64_t h = parts[0].images01.dim(2), w = parts[0].images01.dim(3);
+  std::vector<int64_t> shape{h, w};
+  for (const Part& part : parts) {
+    validate(part);
+    LINGBOT_CHECK(part.images01.dim(2) == h && part.images01.dim(3) == w,
+                  "the sequences of one step must have frames of one size");
+    LINGBOT_CHECK(parts.size() == 1 || part.images01.dim(0) == 1,
+                  "several sequences share a step with one frame each");
+    for (const Part& other : parts)
+      LINGBOT_CHECK(&other == &part || other.seq != part.seq, "a sequence appears twice in a step");
+    shape.push_back(part.images01.dim(0));
   }
-  if (slot.pose.numel() < s * 9) slot.pose = backend_.alloc_host({s * 9});
-  slot.frames = s;
-  normalize_into(images01, slot.input.f32());
+  int64_t frames = 0;
+  for (const Part& part : parts) {
+    const int64_t s = part.images01.dim(0);
+    SequenceState::Slot& slot = part.seq->next_slot();
+    // Grow the slot's host buffers only when a step needs more (phase 1 is the largest).
+    if (slot.input.numel() < s * 3 * h * w) {
+      slot.input = backend_.alloc_host({s * 3 * h * w});
+      slot.depth = backend_.alloc_host({s * h * w});
+      slot.conf = backend_.alloc_host({s * h * w});
+    }
+    if (slot.pose.numel() < s * 9) slot.pose = backend_.alloc_host({s * 9});
+    slot.frames = s;
+    normalize_into(part.images01, slot.input.f32());
+    frames += s;
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (!slot.images.defined() || slot.images.shape() != Shape{s, 3, h, w})
-    slot.images = backend_.alloc({s, 3, h, w}, DType::F32);
+  if (!images_.defined() || images_.shape() != Shape{frames, 3, h, w})
+    images_ = backend_.alloc({frames, 3, h, w}, DType::F32);
   // The device work of the step is recorded and replayed as a whole where the backend can: not
   // while profiling (its scopes wait for the device), and not for the first step of a new
   // shape, whose buffers are still being allocated (from the device's pool, not inside the
-  // recording).
-  const Shape shape{s, 3, h, w};
-  if (shape != last_shape_) aggregator_.release_buffers();  // freed in stream order
+  // recording). The activations kept per shape are freed on a change of frame size and before
+  // and after a phase-1 step (the largest), as one sequence's steps always do; batches of
+  // several sequences keep one set per batch size for the next.
+  const auto phase1 = [](const std::vector<int64_t>& sh) { return sh.size() == 3 && sh[2] > 1; };
+  if (shape != last_shape_ && (phase1(shape) || phase1(last_shape_) || last_shape_.size() < 2 ||
+                               last_shape_[0] != h || last_shape_[1] != w))
+    aggregator_.release_buffers();  // freed in stream order
   backend_.begin_step(!Profile::enabled() && shape == last_shape_);
   last_shape_ = shape;
-  // The one place a failed step is undone: the backend drops what it recorded, the sequence
+  // The one place a failed step is undone: the backend drops what it recorded, each sequence
   // what the step stored.
+  size_t begun = 0;
   try {
-    seq.begin(s, mode);
-    backend_.upload_into(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), slot.images);
-    layers_ = &aggregator_.enqueue(backend_, slot.images, seq.kv(), seq.scale_frames());
+    std::vector<AggregatorPart> agg;
+    int64_t f0 = 0;
+    for (const Part& part : parts) {
+      SequenceState& seq = *part.seq;
+      const int64_t s = part.images01.dim(0);
+      seq.begin(s, part.mode);
+      ++begun;
+      const SequenceState::Slot& slot = seq.next_slot();
+      Tensor dst = images_.slice(f0, f0 + s);
+      backend_.upload_into(slot.input.slice(0, s * 3 * h * w).reshape({s, 3, h, w}), dst);
+      agg.push_back({&seq.kv(), seq.scale_frames(), s});
+      f0 += s;
+    }
+    layers_ = &aggregator_.enqueue(backend_, images_, agg);
     const auto& layers = *layers_;
     // The camera head reads token 0 (the camera token) of the last emitted layer.
     const int64_t c2 = layers[3].dim(2);
-    if (!cam_tokens_.defined() || cam_tokens_.dim(0) != s)
-      cam_tokens_ = backend_.alloc({s, c2}, DType::F32);
-    for (int64_t f = 0; f < s; ++f) {
+    if (!cam_tokens_.defined() || cam_tokens_.dim(0) != frames)
+      cam_tokens_ = backend_.alloc({frames, c2}, DType::F32);
+    for (int64_t f = 0; f < frames; ++f) {
       Tensor dst = cam_tokens_[f];
       backend_.copy(layers[3][f].slice(0, 1), dst);
     }
-    {
-      ProfileScope ps(backend_, "camera head");
-      const Tensor& pose = camera_.enqueue(backend_, cam_tokens_, seq.camera(), seq.stores_camera(),
-                                           seq.config().camera_iterations);
-      backend_.download_async(pose, slot.pose.f32());
-    }
-    {
-      ProfileScope ps(backend_, "depth head");
-      depth_.enqueue(backend_, layers, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
-                     slot.conf.f32());
+    // The heads per sequence: the camera head attends through the sequence's own caches, and
+    // the depth head writes into its host slot.
+    f0 = 0;
+    for (const Part& part : parts) {
+      SequenceState& seq = *part.seq;
+      const SequenceState::Slot& slot = seq.next_slot();
+      const int64_t s = part.images01.dim(0);
+      {
+        ProfileScope ps(backend_, "camera head");
+        const Tensor& pose = camera_.enqueue(backend_, cam_tokens_.slice(f0, f0 + s), seq.camera(),
+                                             seq.stores_camera(), seq.config().camera_iterations);
+        backend_.download_async(pose, slot.pose.f32());
+      }
+      {
+        ProfileScope ps(backend_, "depth head");
+        std::array<Tensor, 4> own;
+        for (size_t l = 0; l < own.size(); ++l) own[l] = layers[l].slice(f0, f0 + s);
+        depth_.enqueue(backend_, own, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
+                       slot.conf.f32());
+      }
+      f0 += s;
     }
     backend_.end_step();
   } catch (...) {
     backend_.abort_step();
-    seq.abort();
+    for (size_t i = 0; i < begun; ++i) parts[i].seq->abort();
     throw;
   }
-  slot.fence = backend_.fence();
-  seq.push_queued();
-  seq.queued();
+  const uint64_t fence = backend_.fence();
+  for (const Part& part : parts) {
+    part.seq->next_slot().fence = fence;
+    part.seq->push_queued();
+    part.seq->queued();
+  }
 }
 
 Model::Output Model::collect(SequenceState& seq) {

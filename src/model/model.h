@@ -5,6 +5,7 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "cache/camera_cache.h"
 #include "cache/paged_kv.h"
@@ -34,6 +35,21 @@ class Model {
   // The outputs of the oldest step queued on `seq`, once the device has finished it. They live
   // in that step's host slot: valid until the sequence's next-but-one enqueue.
   Output collect(SequenceState& seq);
+  // One step over several sequences with frames of one size: each `images01` is that
+  // sequence's [s, 3, H, W]. The token rows of all frames go through the network's linear layers
+  // together; each sequence attends over its own caches, and its outputs go to its own host
+  // slot, collected per sequence as above. A sequence's outputs are those of its step alone (on
+  // the CPU bit for bit). Several sequences in one step each bring one frame (multi-frame steps,
+  // phase 1, run alone); a sequence appears once. The step fails or is queued as a whole.
+  struct Part {
+    SequenceState* seq = nullptr;
+    Tensor images01;
+    StepMode mode = StepMode::Keep;
+  };
+  void enqueue(const std::vector<Part>& parts);
+  // Throws what enqueue would for this part alone (bad frames, a step still open); checks
+  // nothing that only a step could find out.
+  void validate(const Part& part) const;
   // enqueue + collect.
   Output run(SequenceState& seq, const Tensor& images01, StepMode mode);
 
@@ -65,10 +81,12 @@ class Model {
   CameraHead camera_;
   DepthHead depth_;
   const std::array<Tensor, 4>* layers_ = nullptr;
+  Tensor images_;  // the step's normalized frames on the device
   Tensor cam_tokens_;
   // One step at a time reaches the backend; the buffers above belong to the step running.
   std::mutex mu_;
-  Shape last_shape_;  // of the previous step's input
+  // The previous step's shape: frame height and width, then each sequence's frame count.
+  std::vector<int64_t> last_shape_;
 };
 
 }  // namespace lingbot

@@ -94,7 +94,6 @@ class SequenceState {
   // copies to and from asynchronously. At most two steps of a sequence are queued at once.
   struct Slot {
     Tensor input, pose, depth, conf;
-    Tensor images;  // the input on the device
     int64_t frames = 0;
     uint64_t fence = 0;
   };

@@ -8,8 +8,9 @@
 
 namespace lingbot {
 
-StreamSession::StreamSession(Model& model, const StreamOptions& options)
+StreamSession::StreamSession(Model& model, StepScheduler& scheduler, const StreamOptions& options)
     : model_(model),
+      scheduler_(scheduler),
       opt_(options),
       keyframes_({.threshold = options.flow_threshold, .max_gap = options.max_non_keyframe_gap}) {
   LINGBOT_CHECK_ARG(opt_.scale_frames >= 1, "scale frames must be at least 1");
@@ -86,7 +87,7 @@ void StreamSession::submit(const std::vector<Tensor>& frames, StepMode mode) {
   Tensor batch = Tensor::zeros({s, 3, seq_->config().height, seq_->config().width});
   for (int64_t f = 0; f < s; ++f)
     std::memcpy(batch.f32() + f * frames[f].numel(), frames[f].f32(), frames[f].nbytes());
-  model_.enqueue(*seq_, batch, mode);
+  scheduler_.enqueue(*seq_, batch, mode);
 }
 
 FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {

@@ -11,13 +11,15 @@
 #include "lingbot/engine.h"
 #include "model/model.h"
 #include "stream/keyframes.h"
+#include "stream/scheduler.h"
 #include "stream/sequence.h"
 
 namespace lingbot {
 
 class StreamSession final : public Session {
  public:
-  StreamSession(Model& model, const StreamOptions& options);
+  // Steps go through `scheduler`, which may batch them with other sessions' steps.
+  StreamSession(Model& model, StepScheduler& scheduler, const StreamOptions& options);
   ~StreamSession() override;
   void push(const Tensor& image, const Callback& on_result) override;
   void finish(const Callback& on_result) override;
@@ -32,7 +34,7 @@ class StreamSession final : public Session {
  private:
   void run(const std::vector<Tensor>& frames, bool keyframe, const Callback& on_result);
   void run_adaptive(const Tensor& image, const Callback& on_result);
-  // Queues a step of these frames on the model.
+  // Queues a step of these frames on the model, through the scheduler.
   void submit(const std::vector<Tensor>& frames, StepMode mode);
   // Hands out the results of the step still on the device, if any.
   void flush(const Callback& on_result);
@@ -41,6 +43,7 @@ class StreamSession final : public Session {
   bool adaptive() const { return opt_.flow_threshold > 0; }
 
   Model& model_;
+  StepScheduler& scheduler_;
   StreamOptions opt_;
   std::unique_ptr<SequenceState> seq_;  // once the first frame gives the size
   std::vector<Tensor> pending_;         // phase-1 frames not yet run
