@@ -2,6 +2,7 @@
 // server's thread): every session's state is touched only there, so it needs no locks. The
 // producer reaches it through the Scene (a mutex held for a push_back) and a posted wake-up.
 // Boost 1.74's asio uses std::exchange without including <utility> (C++20 coroutine support).
+#include <filesystem>
 #include <utility>
 // clang-format off
 #include <boost/asio.hpp>
@@ -378,7 +379,12 @@ std::shared_ptr<ResultSink> ViewerServer::sink(int64_t expected_frames) {
 
 void ViewerServer::load(const RunResult& run, const FrameNamer& name) {
   Scene& scene = *impl_->scene;
-  scene.reset(run.dir, static_cast<int64_t>(run.frames.size()));
+  // The folder's name only: the browsers need no path of the server's.
+  std::string name_shown = std::filesystem::path(run.dir).lexically_normal().filename().string();
+  if (name_shown.empty())
+    name_shown =
+        std::filesystem::path(run.dir).lexically_normal().parent_path().filename().string();
+  scene.reset(name_shown.empty() ? "result" : name_shown, static_cast<int64_t>(run.frames.size()));
   for (int64_t i = 0; i < run.size(); ++i) {
     const FrameResult f = result_frame(run, i);
     const std::optional<Tensor> rgb = read_result_image(run, i, name);
