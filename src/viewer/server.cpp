@@ -2,7 +2,6 @@
 // server's thread): every session's state is touched only there, so it needs no locks. The
 // producer reaches it through the Scene (a mutex held for a push_back) and a posted wake-up.
 // Boost 1.74's asio uses std::exchange without including <utility> (C++20 coroutine support).
-#include <filesystem>
 #include <utility>
 // clang-format off
 #include <boost/asio.hpp>
@@ -12,6 +11,7 @@
 #include <atomic>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
