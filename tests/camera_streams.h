@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lingbot/engine.h"
+#include "test_util.h"
 #include "tiny_frames.h"
 
 namespace lingbot::test::streams {
@@ -53,15 +54,6 @@ inline Results run_alone(Engine& engine, const Camera& cam) {
   return out;
 }
 
-inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
-    ref = std::max(ref, static_cast<double>(std::fabs(b[i])));
-  }
-  return ref > 0 ? err / ref : err;
-}
-
 // Relative tolerances per output, the fixtures' measure over a whole sequence.
 struct Tolerance {
   double pose = 1e-5, depth = 1e-5;
@@ -82,9 +74,9 @@ inline void expect_same(const Results& got, const Results& alone, const std::str
     ca.insert(ca.end(), alone[i].confidence.begin(), alone[i].confidence.end());
   }
   ASSERT_EQ(dg.size(), da.size()) << what;
-  EXPECT_LE(rel_diff(pg, pa), tol.pose) << what << " pose";
-  EXPECT_LE(rel_diff(dg, da), tol.depth) << what << " depth";
-  EXPECT_LE(rel_diff(cg, ca), tol.depth) << what << " confidence";
+  EXPECT_LE(compare(pg, pa).relative(), tol.pose) << what << " pose";
+  EXPECT_LE(compare(dg, da).relative(), tol.depth) << what << " depth";
+  EXPECT_LE(compare(cg, ca).relative(), tol.depth) << what << " confidence";
 }
 
 // n sessions, each pushed from its own thread, against each alone.

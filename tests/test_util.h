@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "lingbot/tensor.h"
@@ -28,19 +29,25 @@ struct Agreement {
   double relative() const { return max_abs_ref > 0 ? max_abs_err / max_abs_ref : max_abs_err; }
 };
 
-inline Agreement compare(const Tensor& got, const Tensor& want) {
-  Tensor g = got.to(DType::F32), w = want.to(DType::F32);
+inline Agreement compare(std::span<const float> got, std::span<const float> want) {
   Agreement a;
-  EXPECT_EQ(g.numel(), w.numel()) << shape_str(got.shape()) << " vs " << shape_str(want.shape());
-  const int64_t n = std::min(g.numel(), w.numel());
-  for (int64_t i = 0; i < n; ++i) {
-    const double gv = g.f32()[i], wv = w.f32()[i];
+  EXPECT_EQ(got.size(), want.size());
+  const size_t n = std::min(got.size(), want.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double gv = got[i], wv = want[i];
     const double err =
         std::isfinite(gv) && std::isfinite(wv) ? std::fabs(gv - wv) : (gv == wv ? 0.0 : INFINITY);
     a.max_abs_err = std::max(a.max_abs_err, err);
     a.max_abs_ref = std::max(a.max_abs_ref, std::fabs(wv));
   }
   return a;
+}
+
+inline Agreement compare(const Tensor& got, const Tensor& want) {
+  Tensor g = got.to(DType::F32), w = want.to(DType::F32);
+  EXPECT_EQ(g.numel(), w.numel()) << shape_str(got.shape()) << " vs " << shape_str(want.shape());
+  const auto n = static_cast<size_t>(std::min(g.numel(), w.numel()));
+  return compare(std::span<const float>(g.f32(), n), std::span<const float>(w.f32(), n));
 }
 
 // A fresh folder per test (named after the test), removed afterwards.

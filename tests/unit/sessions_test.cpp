@@ -30,15 +30,6 @@ Results run_alone(Engine& engine, const StreamOptions& options, const std::vecto
   return out;
 }
 
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
-    ref = std::max(ref, static_cast<double>(std::fabs(b[i])));
-  }
-  return ref > 0 ? err / ref : err;
-}
-
 void expect_same(const Results& got, const Results& alone, const char* what) {
   ASSERT_EQ(got.size(), alone.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -47,10 +38,10 @@ void expect_same(const Results& got, const Results& alone, const char* what) {
     EXPECT_EQ(got[i].keyframe, alone[i].keyframe);
     const std::vector<float> pg(got[i].pose_enc.begin(), got[i].pose_enc.end()),
         pa(alone[i].pose_enc.begin(), alone[i].pose_enc.end());
-    EXPECT_LE(rel_diff(pg, pa), 1e-5);
+    EXPECT_LE(test::compare(pg, pa).relative(), 1e-5);
     ASSERT_EQ(got[i].depth.size(), alone[i].depth.size());
-    EXPECT_LE(rel_diff(got[i].depth, alone[i].depth), 1e-5);
-    EXPECT_LE(rel_diff(got[i].confidence, alone[i].confidence), 1e-5);
+    EXPECT_LE(test::compare(got[i].depth, alone[i].depth).relative(), 1e-5);
+    EXPECT_LE(test::compare(got[i].confidence, alone[i].confidence).relative(), 1e-5);
   }
 }
 
