@@ -30,6 +30,12 @@ void copy_row(std::array<float, N>& out, const Tensor& t, int64_t i) {
   std::memcpy(out.data(), t.data<float>() + i * N, N * sizeof(float));
 }
 
+void check_index(const RunResult& run, int64_t index) {
+  LINGBOT_CHECK_ARG(index >= 0 && index < run.size(), "frame " + std::to_string(index) +
+                                                          " is not in the run (" +
+                                                          std::to_string(run.size()) + " frames)");
+}
+
 }  // namespace
 
 RunResult read_result(const std::string& path) {
@@ -80,9 +86,7 @@ RunResult read_result(const std::string& path) {
 }
 
 FrameResult result_frame(const RunResult& run, int64_t index) {
-  LINGBOT_CHECK_ARG(index >= 0 && index < run.size(), "frame " + std::to_string(index) +
-                                                          " is not in the run (" +
-                                                          std::to_string(run.size()) + " frames)");
+  check_index(run, index);
   FrameResult r = run.frames[static_cast<size_t>(index)];
   const size_t plane = static_cast<size_t>(std::max(r.height, 0)) * std::max(r.width, 0);
   if (r.depth.size() == plane && r.confidence.size() == plane) return r;  // made in memory
@@ -97,9 +101,7 @@ FrameResult result_frame(const RunResult& run, int64_t index) {
 
 std::optional<Tensor> read_result_image(const RunResult& run, int64_t index,
                                         const FrameNamer& name) {
-  LINGBOT_CHECK_ARG(index >= 0 && index < static_cast<int64_t>(run.frames.size()),
-                    "frame " + std::to_string(index) + " is not in the run (" +
-                        std::to_string(run.frames.size()) + " frames)");
+  check_index(run, index);
   const std::string file =
       (std::filesystem::path(run.dir) / "images" / (name ? name(index) : default_frame_name(index)))
           .string();

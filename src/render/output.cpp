@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
 #include "lingbot/render.h"
 #include "render/encoder.h"
@@ -77,17 +78,9 @@ void for_each_frame(const Renderer& renderer, const std::function<void(int64_t, 
   }
 }
 
-void make_folder(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw Error("cannot create output folder " + dir + ": " +
-                (ec ? ec.message() : std::string("a file of that name is in the way")));
-}
-
 RenderedVideo write_pngs(const Renderer& renderer, const std::string& dir,
                          const std::function<void(int64_t, int64_t)>& progress) {
-  make_folder(dir);
+  sinks::make_folder(dir);
   std::error_code ec;
   const int64_t n = renderer.frames();
   for_each_frame(renderer, [&](int64_t t, ImageU8& img) {
@@ -113,7 +106,7 @@ RenderedVideo write_video(const Renderer& renderer, const std::string& out, int 
   std::error_code ec;
   if (fs::is_directory(out, ec))
     throw Error("cannot write " + out + ": it is a folder", ErrorKind::InvalidArgument);
-  if (fs::path(out).has_parent_path()) make_folder(fs::path(out).parent_path().string());
+  if (fs::path(out).has_parent_path()) sinks::make_folder(fs::path(out).parent_path().string());
   // Written beside the target and renamed over it at the end: a failure leaves what was there.
   const std::string part = out + ".part";
   try {

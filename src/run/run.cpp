@@ -5,7 +5,6 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
 #include "run/output_threads.h"
 #include "run/prefetch.h"
@@ -74,13 +74,7 @@ class Delivery {
  public:
   Delivery(FrameSource& source, const RunOptions& o, RunReport& report)
       : o_(o), report_(report), predictions_(source.count()) {
-    if (!o.out_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(o.out_dir, ec);
-      if (ec || !std::filesystem::is_directory(o.out_dir))
-        throw Error("cannot create output folder " + o.out_dir + ": " +
-                    (ec ? ec.message() : std::string("a file of that name is in the way")));
-    }
+    if (!o.out_dir.empty()) sinks::make_folder(o.out_dir);
     if (!o.cache_stats_path.empty()) {
       stats_.open(o.cache_stats_path);
       if (!stats_) throw Error("cannot write " + o.cache_stats_path);
@@ -155,6 +149,13 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     LatencyHistogram latency;
     double gaps = 0;
     int64_t gap_count = 0;
+    void add(double latency_s, std::optional<double> gap_s) {
+      latency.add(latency_s);
+      if (gap_s) {
+        gaps += *gap_s;
+        ++gap_count;
+      }
+    }
   } streaming, steady;
   Clock::time_point last_result;
   auto on_result = [&](const FrameResult& r) {
@@ -164,15 +165,12 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     std::shared_ptr<const Tensor> frame;
     if (it != waiting.end()) {
       if (r.index >= options.scale_frames) {
-        const bool full = stats.stored_frames >= options.scale_frames + options.window;
-        for (Pace* p : {&streaming, full ? &steady : nullptr}) {
-          if (!p) continue;
-          p->latency.add(std::chrono::duration<double>(now - it->second.second).count());
-          if (r.index > options.scale_frames) {
-            p->gaps += std::chrono::duration<double>(now - last_result).count();
-            ++p->gap_count;
-          }
-        }
+        const double latency = std::chrono::duration<double>(now - it->second.second).count();
+        std::optional<double> gap;  // from the previous result, itself after the scale block
+        if (r.index > options.scale_frames)
+          gap = std::chrono::duration<double>(now - last_result).count();
+        streaming.add(latency, gap);
+        if (stats.stored_frames >= options.scale_frames + options.window) steady.add(latency, gap);
       }
       frame = std::move(it->second.first);
       waiting.erase(it);
