@@ -17,12 +17,12 @@ class EngineImpl final : public Engine {
   explicit EngineImpl(const EngineOptions& o) {
     if (o.device == "cpu") {
       backend_ = make_cpu_backend(o.threads);
-    } else if (o.device == "cuda") {
+    } else if (const int gpu = cuda_device_index(o.device); gpu >= 0) {
       std::string why;
-      backend_ = make_cuda_backend(&why);
+      backend_ = make_cuda_backend(gpu, &why);
       if (!backend_) throw Error("no CUDA backend: " + why);
     } else {
-      throw Error("unknown device '" + o.device + "' (expected cpu or cuda)",
+      throw Error("unknown device '" + o.device + "' (expected cpu, cuda or cuda:N)",
                   ErrorKind::InvalidArgument);
     }
     const std::string kSynthetic = "synthetic:";
@@ -41,8 +41,8 @@ class EngineImpl final : public Engine {
       config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
     }
-    if (o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda")) {
-      LINGBOT_CHECK_ARG(o.device == "cuda",
+    if (o.precision == "bf16" || (o.precision == "auto" && is_cuda_device(o.device))) {
+      LINGBOT_CHECK_ARG(is_cuda_device(o.device),
                         "bf16 precision needs the cuda device (the CPU runs f32)");
       config_.compute = DType::BF16;
     } else if (o.precision != "f32" && o.precision != "auto") {
@@ -53,6 +53,10 @@ class EngineImpl final : public Engine {
     scheduler_ = std::make_unique<StepScheduler>(*model_);
     parameters_ = loader->parameters();
     tensors_.clear();  // weights now live on the backend
+  }
+
+  ~EngineImpl() override {
+    if (backend_) backend_->use_on_this_thread();  // the weights are freed on this thread
   }
 
   ModelInfo info() const override {

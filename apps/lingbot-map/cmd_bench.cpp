@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "commands.h"
 #include "lingbot/error.h"
+#include "lingbot/preflight.h"
 #include "lingbot/profile.h"
 #include "pipeline.h"
 
@@ -25,27 +28,180 @@ struct BenchArgs {
   int frames = 300, height = 378, width = 504;
   int warmup = 10;  // streamed frames of an untimed first sequence, as the reference profiler does
   int profile_every = 0;  // with LINGBOT_PROFILE=1: one stage breakdown per this many frames
+  int streams = 1;        // sessions streaming at once, each from its own thread
   std::string json;
 };
 
-int bench(const BenchArgs& a) {
-  LINGBOT_CHECK(a.height % 14 == 0 && a.width % 14 == 0,
-                "--height and --width must be multiples of 14");
-  LINGBOT_CHECK(a.frames >= a.stream.scale_frames, "--frames must be at least --scale-frames");
-  using clock = std::chrono::steady_clock;
-  const auto t_load = clock::now();
-  auto engine = Engine::create(a.engine);
-  const double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
-  auto session = engine->start(a.stream);
-  // A few random frames made before anything is timed: made inside the loop (5 ms a frame on
-  // one core) they would overlap the device's work and hide that much of each frame's time.
-  std::mt19937 rng(0);
+using Clock = std::chrono::steady_clock;
+
+// A few random frames made before anything is timed: made inside the loop (5 ms a frame on one
+// core) they would overlap the device's work and hide that much of each frame's time.
+std::vector<Tensor> random_frames(const BenchArgs& a, unsigned seed) {
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   std::vector<Tensor> frames;
   for (int k = 0; k < 4; ++k) {
     frames.push_back(Tensor::zeros({3, a.height, a.width}));
     for (int64_t j = 0; j < frames.back().numel(); ++j) frames.back().f32()[j] = u(rng);
   }
+  return frames;
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+// --streams N: N sessions of one engine, each pushed from its own thread, so that the engine
+// batches their steps. Throughput counts the results delivered while every stream was in phase
+// 2 (from the last stream's end of phase 1 to the first stream's last result); a frame's latency
+// runs from the start of its push to its result's delivery.
+int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
+  const int n = a.streams;
+  struct Stream {
+    std::unique_ptr<Session> session;
+    std::vector<Tensor> frames;
+    std::vector<Clock::time_point> pushed, delivered;  // per frame
+    Clock::time_point phase2_start, end;
+    int64_t results = 0;  // of the timed sequence
+    std::exception_ptr error;
+  };
+  std::vector<Stream> streams(n);
+  for (int s = 0; s < n; ++s) {
+    streams[s].session = engine.start(a.stream);
+    streams[s].frames = random_frames(a, static_cast<unsigned>(s));
+    streams[s].pushed.resize(a.frames);
+    streams[s].delivered.resize(a.frames);
+  }
+  size_t peak_device = 0;
+  std::mutex peak_mu;
+  auto stream_once = [&](Stream& st, bool timed) {
+    const int count = timed ? a.frames : a.stream.scale_frames + a.warmup;
+    for (int i = 0; i < count; ++i) {
+      if (timed) st.pushed[i] = Clock::now();
+      st.session->push(st.frames[i % st.frames.size()], [&](const FrameResult& r) {
+        if (timed && r.index < a.frames) st.delivered[r.index] = Clock::now();
+        st.results += timed;
+      });
+      if (timed && i + 1 == a.stream.scale_frames) st.phase2_start = Clock::now();
+      if (timed && i % 16 == 0) {
+        const size_t used = engine.device_memory_used();
+        std::lock_guard lock(peak_mu);
+        peak_device = std::max(peak_device, used);
+      }
+    }
+    st.session->finish([&](const FrameResult& r) {
+      if (timed && r.index < a.frames) st.delivered[r.index] = Clock::now();
+      st.results += timed;
+    });
+    if (timed) st.end = Clock::now();
+    if (!timed) st.session->reset();
+  };
+  // The warm-ups run together too: the batched steps' GEMM plans are made there.
+  for (bool timed : {false, true}) {
+    if (!timed && a.warmup == 0) continue;
+    std::vector<std::thread> threads;
+    for (auto& st : streams)
+      threads.emplace_back([&, timed] {
+        try {
+          stream_once(st, timed);
+        } catch (...) {
+          st.error = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& st : streams)
+      if (st.error) std::rethrow_exception(st.error);
+  }
+  for (int s = 0; s < n; ++s)
+    LINGBOT_CHECK(streams[s].results == a.frames, "stream " + std::to_string(s) + " delivered " +
+                                                      std::to_string(streams[s].results) + " of " +
+                                                      std::to_string(a.frames) + " results");
+  Clock::time_point from = streams[0].phase2_start, to = streams[0].end;
+  Clock::time_point first = from, last = to;
+  for (auto& st : streams) {
+    from = std::max(from, st.phase2_start);
+    to = std::min(to, st.end);
+    first = std::min(first, st.phase2_start);
+    last = std::max(last, st.end);
+  }
+  int64_t in_window = 0;
+  std::vector<double> all_ms;
+  nlohmann::ordered_json per_stream = nlohmann::ordered_json::array();
+  for (auto& st : streams) {
+    std::vector<double> ms;
+    for (int i = a.stream.scale_frames; i < a.frames; ++i) {
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(st.delivered[i] - st.pushed[i]).count());
+      in_window += st.delivered[i] >= from && st.delivered[i] <= to;
+    }
+    const double fps = ms.size() / std::chrono::duration<double>(st.end - st.phase2_start).count();
+    per_stream.push_back({{"fps", fps},
+                          {"latency_ms_p50", quantile(ms, 0.5)},
+                          {"latency_ms_p99", quantile(ms, 0.99)}});
+    all_ms.insert(all_ms.end(), ms.begin(), ms.end());
+  }
+  // Runs too short for the streams to overlap in phase 2 fall back to all phase-2 frames over
+  // the span from the first stream's phase 2 to the last result.
+  const double window_s = std::chrono::duration<double>(to - from).count();
+  const double aggregate =
+      window_s > 0 && in_window >= n
+          ? in_window / window_s
+          : all_ms.size() / std::chrono::duration<double>(last - first).count();
+  // What the preflight expects the streams to hold together: the weights once, the rest per
+  // stream.
+  const Preflight p = preflight({.engine = a.engine,
+                                 .height = a.height,
+                                 .width = a.width,
+                                 .frames = a.frames,
+                                 .stream = a.stream,
+                                 .results = {.predictions = false, .on_host = false}});
+  const size_t estimate = p.need.weights + n * (p.need.total - p.need.weights);
+  const ModelInfo info = engine.info();
+  std::printf("model %s on %s, %dx%d, %d streams x %d frames, scale %d, window %d\n",
+              info.arch.c_str(), info.backend.c_str(), a.width, a.height, n, a.frames,
+              a.stream.scale_frames, a.stream.window);
+  std::printf(
+      "aggregate %.2f frames/s (%.2f per stream) | latency p50 %.1f ms, p99 %.1f ms | load %.2f "
+      "s\n",
+      aggregate, aggregate / n, quantile(all_ms, 0.5), quantile(all_ms, 0.99), load_s);
+  for (int s = 0; s < n; ++s)
+    std::printf("  stream %d: %.2f frames/s, latency p50 %.1f ms, p99 %.1f ms\n", s,
+                per_stream[s]["fps"].get<double>(), per_stream[s]["latency_ms_p50"].get<double>(),
+                per_stream[s]["latency_ms_p99"].get<double>());
+  std::printf("peak device memory %.2f GB | preflight estimate %.2f GB\n", peak_device / 1e9,
+              estimate / 1e9);
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j = {{"arch", info.arch},
+                                {"backend", info.backend},
+                                {"height", a.height},
+                                {"width", a.width},
+                                {"frames", a.frames},
+                                {"streams", n},
+                                {"window", a.stream.window},
+                                {"aggregate_fps", aggregate},
+                                {"latency_ms_p50", quantile(all_ms, 0.5)},
+                                {"latency_ms_p99", quantile(all_ms, 0.99)},
+                                {"per_stream", per_stream},
+                                {"peak_device_gb", peak_device / 1e9},
+                                {"preflight_gb", estimate / 1e9}};
+    std::ofstream(a.json) << j.dump(1) << "\n";
+  }
+  return 0;
+}
+
+int bench(const BenchArgs& a) {
+  LINGBOT_CHECK(a.height % 14 == 0 && a.width % 14 == 0,
+                "--height and --width must be multiples of 14");
+  LINGBOT_CHECK(a.frames >= a.stream.scale_frames, "--frames must be at least --scale-frames");
+  using clock = Clock;
+  const auto t_load = clock::now();
+  auto engine = Engine::create(a.engine);
+  const double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
+  if (a.streams > 1) return bench_streams(a, *engine, load_s);
+  auto session = engine->start(a.stream);
+  const std::vector<Tensor> frames = random_frames(a, 0);
   std::vector<double> frame_ms;  // phase-2 frames, in order
   double phase1_ms = 0;
   size_t peak_device = 0;
@@ -163,7 +319,7 @@ void add_bench(CLI::App& app) {
       app.add_subcommand("bench", "Measure streaming speed (synthetic weights, random frames)");
   sub->add_option("--model", a->engine.model, "weights")->capture_default_str();
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
-  sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--device", a->engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)");
   sub->add_option("--precision", a->engine.precision, "auto, f32 or bf16")->capture_default_str();
   sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
@@ -184,6 +340,10 @@ void add_bench(CLI::App& app) {
   sub->add_option("--profile-every", a->profile_every,
                   "with LINGBOT_PROFILE=1, a stage breakdown per this many frames (0 = one)")
       ->check(kNonNegative);
+  sub->add_option("--streams", a->streams,
+                  "sessions streaming at once, each from its own thread (batched steps)")
+      ->check(kPositive)
+      ->capture_default_str();
   sub->add_option("--json", a->json, "also write the numbers as JSON");
   commands().push_back({sub, [a] { return bench(*a); }});
 }

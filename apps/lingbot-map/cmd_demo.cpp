@@ -113,7 +113,7 @@ int demo(const DemoArgs& a) {
   std::filesystem::create_directories(frames_dir, ec);
   if (ec) throw Error("cannot create " + frames_dir + ": " + ec.message());
   EngineOptions eo = a.engine;
-  if (eo.arch.empty()) eo.arch = eo.device == "cuda" ? "lingbot-map" : "tiny";
+  if (eo.arch.empty()) eo.arch = lingbot::is_cuda_device(eo.device) ? "lingbot-map" : "tiny";
   auto engine = Engine::create(eo);
   RenderedSource source(a, frames_dir, frame_name);
   StreamOptions stream = a.stream;
@@ -168,7 +168,7 @@ void add_demo(CLI::App& app) {
   sub->add_option("--model", a->engine.model, "weights")->capture_default_str();
   sub->add_option("--arch", a->engine.arch,
                   "architecture (default: tiny on the CPU, lingbot-map on a GPU)");
-  sub->add_option("--device", a->engine.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--device", a->engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--max-special-frames", a->max_special_frames,
                   "special tokens of only this many evicted frames (0 = all; default: 64 beyond "
                   "320 frames, else all)");

@@ -22,9 +22,11 @@
 namespace lingbot {
 
 struct EngineOptions {
-  std::string model;           // checkpoint path (.safetensors, .pt) or "synthetic:SEED"
-  std::string arch;            // "lingbot-map", "tiny", or empty: inferred from the checkpoint
-  std::string device = "cpu";  // "cpu" or "cuda"
+  std::string model;  // checkpoint path (.safetensors, .pt) or "synthetic:SEED"
+  std::string arch;   // "lingbot-map", "tiny", or empty: inferred from the checkpoint
+  // "cpu", "cuda" (the first GPU) or "cuda:N". Each engine lives on one device; a machine with
+  // several GPUs runs an engine per device (sessions of one engine share its device).
+  std::string device = "cpu";
   // Transformer math: "f32", "bf16" (fp32 accumulation; heads stay f32), or "auto": bf16 on
   // the GPU, f32 on the CPU.
   std::string precision = "auto";
@@ -49,6 +51,22 @@ struct StreamOptions {
   // and the window + this many newest frames. 0 = unbounded, as the reference.
   int64_t max_special_frames = 0;
 };
+
+// Whether `device` names a GPU ("cuda" or "cuda:N"), and which one (-1 for anything else, also
+// for a malformed index).
+inline int cuda_device_index(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5 || device.size() > 8) return -1;
+  int n = 0;
+  for (size_t i = 5; i < device.size(); ++i) {
+    if (device[i] < '0' || device[i] > '9') return -1;
+    n = n * 10 + (device[i] - '0');
+  }
+  return n;
+}
+inline bool is_cuda_device(const std::string& device) {
+  return cuda_device_index(device) >= 0;
+}
 
 // The reference demo's rule for long videos: the model was trained with video RoPE over 320
 // views, so a video of more frames caches every ceil(frames / 320)-th one.

@@ -4,6 +4,9 @@
 #ifndef LINGBOT_HAVE_CUDA
 namespace lingbot {
 std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+  return make_cuda_backend(0, why);
+}
+std::unique_ptr<Backend> make_cuda_backend(int, std::string* why) {
   if (why) *why = "this build has no CUDA backend (configure with nvcc available)";
   return nullptr;
 }

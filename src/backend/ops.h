@@ -61,6 +61,10 @@ class Backend {
   void copy(const Tensor& src, Tensor& dst);     // same numel; converts dtype
   void fill(Tensor& t, float value);
   virtual void synchronize() {}
+  // Makes the backend's device current on the calling thread (CUDA: the runtime queues work on
+  // the thread's current device). A thread calls it before its first op, and again after it may
+  // have worked for another device's backend: sessions do on every entry.
+  virtual void use_on_this_thread() const {}
   // Lets F32 convolutions run on tensor cores with reduced-precision inputs (bf16 for 3x3
   // kernels, TF32 otherwise) and fp32 accumulation; PyTorch runs the reference's convolutions on
   // TF32 by default. Off unless asked; the CPU ignores it.
@@ -179,7 +183,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores
-// Null when the build has no CUDA or no device is present; `why` says which.
+// Null when the build has no CUDA or no such device is present; `why` says which. The first
+// form is device 0.
 std::unique_ptr<Backend> make_cuda_backend(std::string* why = nullptr);
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why);
 
 }  // namespace lingbot

@@ -14,7 +14,7 @@ ModelConfig planned_config(const EngineOptions& o) {
 
 // As the engine resolves EngineOptions::precision.
 DType planned_compute(const EngineOptions& o) {
-  return o.precision == "bf16" || (o.precision == "auto" && o.device == "cuda") ? DType::BF16
+  return o.precision == "bf16" || (o.precision == "auto" && is_cuda_device(o.device)) ? DType::BF16
                                                                                 : DType::F32;
 }
 

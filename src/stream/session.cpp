@@ -25,6 +25,7 @@ StreamSession::StreamSession(Model& model, StepScheduler& scheduler, const Strea
 }
 
 StreamSession::~StreamSession() {
+  model_.backend().use_on_this_thread();  // the caches are freed on this thread too
   // A step still on the device must leave the model's queue, or the next session would collect it.
   if (in_flight_) {
     try {
@@ -35,6 +36,7 @@ StreamSession::~StreamSession() {
 }
 
 void StreamSession::reset() {
+  model_.backend().use_on_this_thread();
   if (in_flight_) {
     in_flight_.reset();
     model_.collect(*seq_);  // its results are dropped with the sequence
@@ -46,6 +48,7 @@ void StreamSession::reset() {
 }
 
 void StreamSession::push(const Tensor& image, const Callback& on_result) {
+  model_.backend().use_on_this_thread();  // each session may be pushed from a thread of its own
   LINGBOT_CHECK_ARG(image.rank() == 3 && image.dim(0) == 3 && image.dtype() == DType::F32,
                     "a frame must be F32 [3, H, W], got " + shape_str(image.shape()));
   const int64_t index = next_index_ + (in_flight_ ? in_flight_->frames : 0);
@@ -75,6 +78,7 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
 }
 
 void StreamSession::finish(const Callback& on_result) {
+  model_.backend().use_on_this_thread();
   flush(on_result);
   if (pending_.empty()) return;
   std::vector<Tensor> frames;

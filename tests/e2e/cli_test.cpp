@@ -47,6 +47,26 @@ class Cli : public ::testing::Test {
 fs::path Cli::dir_;
 TensorMap Cli::tiny_;
 
+// bench --streams: every stream delivers all its frames (bench exits non-zero otherwise), and
+// the report has one entry per stream with a positive rate and ordered latency quantiles.
+TEST_F(Cli, BenchWithSeveralStreamsReportsEach) {
+  Result r =
+      cli("bench --model synthetic:1 --arch tiny --height 28 --width 42 --frames 12 "
+          "--scale-frames 4 --window 6 --warmup 2 --streams 3 --json " +
+          path("streams.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(path("streams.json"));
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j.at("streams"), 3);
+  ASSERT_EQ(j.at("per_stream").size(), 3u);
+  for (const auto& s : j.at("per_stream")) {
+    EXPECT_GT(s.at("fps").get<double>(), 0);
+    EXPECT_LE(s.at("latency_ms_p50").get<double>(), s.at("latency_ms_p99").get<double>());
+  }
+  EXPECT_GT(j.at("aggregate_fps").get<double>(), 0);
+  EXPECT_GT(j.at("preflight_gb").get<double>(), 0);
+}
+
 TEST_F(Cli, RunWritesPredictionsMatchingTheReference) {
   Result r = cli("run --model " + path("tiny.safetensors") + " --input " + frames() + " " +
                  tiny_args() + " --out " + path("out") + " --cache-stats " + path("stats.jsonl"));

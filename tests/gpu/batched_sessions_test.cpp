@@ -9,6 +9,7 @@
 #include "backend/ops.h"
 #include "camera_streams.h"
 #include "lingbot/engine.h"
+#include "lingbot/error.h"
 
 namespace lingbot {
 namespace {
@@ -56,6 +57,38 @@ TEST(GpuSessions, ResetAndDestroyOfOneSessionWhileOthersRun) {
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < cams.size(); ++i)
     expect_same(got[i], alone[i], "camera " + std::to_string(i), {3e-2, 2e-2});
+}
+
+// One engine per GPU, the sessions of each pushed from their own threads, all at once: every
+// thread must queue on its own engine's device (a session's results equal its results alone).
+TEST(GpuSessions, EnginesOnTwoDevicesRunTogether) {
+  std::string why;
+  if (!make_cuda_backend(1, &why)) GTEST_SKIP() << "no second CUDA device: " << why;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (const char* device : {"cuda:0", "cuda:1"})
+    engines.push_back(Engine::create({.model = "synthetic:1", .arch = "tiny", .device = device}));
+  const std::vector<Camera> cams = cameras(4);
+  std::vector<Results> alone, got(cams.size());
+  for (size_t i = 0; i < cams.size(); ++i) alone.push_back(run_alone(*engines[i % 2], cams[i]));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < cams.size(); ++i)
+    threads.emplace_back(
+        [&, i] { push_all(*engines[i % 2]->start(cams[i].options), cams[i], got[i]); });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < cams.size(); ++i)
+    expect_same(got[i], alone[i], "camera " + std::to_string(i), {3e-2, 2e-2});
+  EXPECT_GT(engines[1]->device_memory_used(), 0u);
+}
+
+TEST(GpuSessions, ADeviceThatIsNotThereIsOneLine) {
+  std::string why;
+  if (!make_cuda_backend(&why)) GTEST_SKIP() << "no CUDA backend: " << why;
+  try {
+    Engine::create({.model = "synthetic:1", .arch = "tiny", .device = "cuda:99"});
+    FAIL() << "cuda:99 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device 99"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -126,6 +126,22 @@ TEST(Sessions, ARefusedFrameOfOneSequenceLeavesTheOtherUntouched) {
   expect_same(ra, alone_a, "A beside a failing B");
 }
 
+TEST(Devices, NamesOfDevices) {
+  EXPECT_EQ(cuda_device_index("cuda"), 0);
+  EXPECT_EQ(cuda_device_index("cuda:0"), 0);
+  EXPECT_EQ(cuda_device_index("cuda:12"), 12);
+  for (const char* bad : {"cpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "gpu", "cuda:0000"})
+    EXPECT_EQ(cuda_device_index(bad), -1) << bad;
+  EXPECT_TRUE(is_cuda_device("cuda:3"));
+  EXPECT_FALSE(is_cuda_device("CUDA"));
+  try {
+    Engine::create({.model = "synthetic:1", .arch = "tiny", .device = "gpu"});
+    FAIL() << "device gpu was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown device 'gpu' (expected cpu, cuda or cuda:N)");
+  }
+}
+
 TEST(GpuSessions, InterleavedPushesGetTheResultsOfEachSequenceAlone) {
   std::string why;
   if (!make_cuda_backend(&why)) GTEST_SKIP() << "no CUDA backend: " << why;

@@ -27,6 +27,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   ~CudaBackend() override {
+    use_on_this_thread();
     ctx_->step.abort(ctx_->stream);
     // Kernels still queued may read tensors the caller is about to free; let them finish.
     cudaStreamSynchronize(ctx_->stream);
@@ -216,12 +217,21 @@ class CudaBackend final : public Backend {
     LB_CUDA(cudaStreamSynchronize(s()));
   }
   void allow_fast_convolutions(bool on) override { fast_convs_ = on; }
+  // The CUDA runtime works on the calling thread's current device: every thread that queues work
+  // for this backend (a session pushed from its own thread) makes its device current first.
+  void use_on_this_thread() const override {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != ctx_->device)
+      LB_CUDA(cudaSetDevice(ctx_->device));
+  }
   size_t device_memory_used() const override {
+    use_on_this_thread();
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
     return total - free;
   }
   size_t device_memory_free() const override {
+    use_on_this_thread();
     size_t free = 0, total = 0;
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
@@ -589,6 +599,10 @@ std::shared_ptr<Context> make_context(int device) {
 }  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+  return make_cuda_backend(0, why);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -598,15 +612,22 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
              (e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
     return nullptr;
   }
+  if (device < 0 || device >= count) {
+    if (why)
+      *why = "there is no CUDA device " + std::to_string(device) + " (this machine has " +
+             std::to_string(count) + ": cuda:0" +
+             (count > 1 ? " to cuda:" + std::to_string(count - 1) : std::string()) + ")";
+    return nullptr;
+  }
   try {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major < 8) {
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major < 8) {
       if (why)
-        *why = std::string("CUDA device 0 (") + prop.name + ") is below sm_80, which the bf16 " +
-               "tensor-core kernels need";
+        *why = "CUDA device " + std::to_string(device) + " (" + prop.name +
+               ") is below sm_80, which the bf16 tensor-core kernels need";
       return nullptr;
     }
-    return std::make_unique<cuda::CudaBackend>(cuda::make_context(0));
+    return std::make_unique<cuda::CudaBackend>(cuda::make_context(device));
   } catch (const std::exception& ex) {
     if (why) *why = ex.what();
     return nullptr;
