@@ -13,7 +13,8 @@ mkdir -p "$OUT"
 # shape:mode:what
 for v in 4x64:4:default 4x64:0:"running maximum updated every tile" 4x64:5:"quarter of the exponentials as a polynomial" \
          4x64:16:"diagnosis: producer copies nothing" 4x64:32:"diagnosis: no softmax" \
-         4x64:48:"diagnosis: neither" 2x128:4:"two consumers, 128-key tiles" 2x128:6:"same, ping-pong"; do
+         4x64:48:"diagnosis: neither" 4x64:68:"no tile maximum unless a probability could overflow" \
+         2x128:4:"two consumers, 128-key tiles" 2x128:6:"same, ping-pong"; do
   shape=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; what=${rest#*:}
   kernel=2  # the benchmark's kernel argument sets the shape: 2 is 4x64, 4 is 2x128
   [ "$shape" = 2x128 ] && kernel=4

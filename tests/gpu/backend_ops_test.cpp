@@ -727,6 +727,10 @@ TEST(GpuOps, AttentionBF16ScoresJumpLateOrEarly) {
   KvSet kv = make_kv(rng, 16, 64, DType::BF16, late, 1.f);
   check_attention(rng, kv, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 16, 16), 3.f);
   check_attention(rng, kv, 26, DType::F32, kTolAttnBF16, {}, 3.f);
+  // A jump of about 100 log2 units: probabilities against the old maximum would overflow.
+  late.back().kmul = 24.f;
+  check_attention(rng, make_kv(rng, 16, 64, DType::BF16, late, 1.f), 978, DType::BF16, kTolAttnBF16,
+                  spread_rows(978, 16, 16), 3.f);
   // The first page scores highest: later tiles only add terms far below the running maximum.
   std::vector<SegSpec> early = streaming_cache(8, 4, 20);
   early.front().kmul = 8.f;

@@ -80,6 +80,7 @@ enum Mode : int {
   kNoExp = 8,       // diagnosis: exponentials replaced by a multiply (wrong results)
   kNoLoad = 16,     // diagnosis: the producer copies nothing (wrong results)
   kNoSoftmax = 32,  // diagnosis: no softmax, S packed as P (wrong results)
+  kGuard = 64,      // after the first tile, no tile maximum unless a probability could overflow
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -116,6 +117,18 @@ __device__ __forceinline__ void named_bar_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// True on every thread of the 128 that meet at barrier `id` if any of them passes true.
+__device__ __forceinline__ bool warpgroup_any(bool v, int id) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, 128, p;\n"
+      "selp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(r)
+      : "r"(static_cast<uint32_t>(v)), "r"(id)
+      : "memory");
+  return r != 0;
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -243,18 +256,46 @@ __device__ __forceinline__ float exp2_poly(float x) {
 // rows in c0, c1. The running maxima are kept in raw score units (scale > 0, checked at
 // dispatch), so one FMA per score applies the scale and subtracts the maximum. Returns whether
 // any row of this warp changed its maximum (the output needs rescaling).
+// Keys past the range (the last tile's tail) score -inf.
+template <class C>
+__device__ __forceinline__ void mask_tile(float (&s)[C::kSN], int64_t tile0, int64_t kend, int tq) {
+  if (tile0 + C::kBN > kend) {
+#pragma unroll
+    for (int j = 0; j < C::kBN / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (tile0 + j * 8 + 2 * tq + (c & 1) >= kend) s[4 * j + c] = -INFINITY;
+  }
+}
+
+// s = 2^(s * sl2 - b) in place, b0 for the first row of the thread and b1 for the second, and
+// this thread's part of each row's sum.
+template <class C, int kMode>
+__device__ __forceinline__ void exp_tile(float (&s)[C::kSN], float sl2, float b0, float b1,
+                                         float& sum0, float& sum1) {
+  sum0 = 0.f;
+  sum1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < C::kBN / 8; ++j) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float x = fmaf(s[4 * j + c], sl2, c < 2 ? -b0 : -b1);
+      if constexpr ((kMode & kNoExp) != 0)
+        s[4 * j + c] = x * 0.001f;
+      else
+        s[4 * j + c] = (kMode & kPoly) != 0 && (j & 3) == 3 ? exp2_poly(x) : ex2(x);
+    }
+    sum0 += s[4 * j] + s[4 * j + 1];
+    sum1 += s[4 * j + 2] + s[4 * j + 3];
+  }
+}
+
 template <class C, int kMode>
 __device__ __forceinline__ bool softmax_tile(float (&s)[C::kSN], int64_t tile0, int64_t kend,
                                              int tq, float sl2, float& m0, float& m1, float& l0,
                                              float& l1, float& c0, float& c1) {
   constexpr int kJ = C::kBN / 8;
-  if (tile0 + C::kBN > kend) {
-#pragma unroll
-    for (int j = 0; j < kJ; ++j)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        if (tile0 + j * 8 + 2 * tq + (c & 1) >= kend) s[4 * j + c] = -INFINITY;
-  }
+  mask_tile<C>(s, tile0, kend, tq);
   // Four independent chains per row: a quarter of the dependent latency.
   float a0[4], a1[4];
 #pragma unroll
@@ -292,21 +333,8 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[C::kSN], int64_t tile0, 
     m0 = mx0;
     m1 = mx1;
   }
-  const float b0 = m0 * sl2, b1 = m1 * sl2;
-  float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-  for (int j = 0; j < kJ; ++j) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const float x = fmaf(s[4 * j + c], sl2, c < 2 ? -b0 : -b1);
-      if constexpr ((kMode & kNoExp) != 0)
-        s[4 * j + c] = x * 0.001f;
-      else
-        s[4 * j + c] = (kMode & kPoly) != 0 && (j & 3) == 3 ? exp2_poly(x) : ex2(x);
-    }
-    sum0 += s[4 * j] + s[4 * j + 1];
-    sum1 += s[4 * j + 2] + s[4 * j + 3];
-  }
+  float sum0, sum1;
+  exp_tile<C, kMode>(s, sl2, m0 * sl2, m1 * sl2, sum0, sum1);
   l0 = l0 * c0 + sum0;
   l1 = l1 * c1 + sum1;
   return moved;
@@ -499,9 +527,35 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     wgmma_wait<1>();  // S of tile t is ready; P.V of tile t-1 keeps the tensor cores busy
     fence_regs(s);
     bool moved = true;
-    if constexpr ((kMode & kNoSoftmax) == 0)
-      moved = softmax_tile<C, kMode>(s, kbeg + int64_t(t) * C::kBN, kend, tq, sl2, m0, m1, l0, l1,
-                                     c0, c1);
+    if constexpr ((kMode & kNoSoftmax) == 0) {
+      const int64_t tile0 = kbeg + int64_t(t) * C::kBN;
+      bool done = false;
+      if constexpr ((kMode & kGuard) != 0) {
+        // Exponentials against the running maximum without looking for the tile's own: any
+        // probability up to 2^64 is safe in bf16 and in the fp32 sums and outputs, and a
+        // thread's share of a row sum bounds each of its probabilities. Only if some share
+        // passes 2^64 (or is not finite) does the warpgroup recompute S and take the usual path.
+        mask_tile<C>(s, tile0, kend, tq);
+        float sum0, sum1;
+        exp_tile<C, kMode>(s, sl2, m0 * sl2, m1 * sl2, sum0, sum1);
+        if (!warpgroup_any(!(sum0 <= 0x1p64f && sum1 <= 0x1p64f), 1 + wg)) {
+          l0 += sum0;
+          l1 += sum1;
+          moved = false;
+          done = true;
+        } else {
+          wgmma_wait<0>();
+          fence_regs(o);
+          fence_regs(p);
+          wgmma_fence();
+          issue_qk(s, dq, sm.k + stage * C::kTileBytes);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_regs(s);
+        }
+      }
+      if (!done) moved = softmax_tile<C, kMode>(s, tile0, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
+    }
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(p);
@@ -623,8 +677,8 @@ void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
                    (env_int("LINGBOT_ATTN_POLY", 0) ? kPoly : 0) |
                    (env_int("LINGBOT_ATTN_PINGPONG", 0) ? kPingPong : 0);
   Launch l{};
-  const bool found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6>(mode, l)
-                          : pick<Cfg4x64, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
+  const bool found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6, 68>(mode, l)
+                          : pick<Cfg4x64, kLazy, 0, 1, 5, 16, 32, 48, 68>(mode, l);
   LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " +
                            (wide ? "2x128" : "4x64") + " attention kernel");
   {
