@@ -124,6 +124,11 @@ class Session {
   // Delivers every outstanding result and runs what is still buffered (a sequence shorter than
   // scale_frames).
   virtual void finish(const Callback& on_result) = 0;
+  // Delivers the results of every frame pushed so far, waiting for the device; the sequence goes
+  // on (frames buffered for the scale block stay buffered). For live sources slower than the
+  // device: a result that would otherwise wait for the next push comes now, at the cost of the
+  // overlap between this frame's device work and the next push's host work.
+  virtual void flush(const Callback& on_result) = 0;
   virtual void reset() = 0;  // start a new sequence; results not yet delivered are dropped
   // The caches after the last frame; called from a result callback, after that result's frame.
   virtual CacheStats cache_stats() const = 0;

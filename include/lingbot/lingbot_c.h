@@ -127,6 +127,11 @@ lingbot_status lingbot_session_push(lingbot_session* session, const float* image
 /* Delivers every outstanding result, running what is still buffered. */
 lingbot_status lingbot_session_finish(lingbot_session* session, lingbot_result_callback on_result,
                                       void* user_data);
+/* Delivers the results of every frame pushed so far, waiting for the device; the sequence goes on
+ * (for live sources slower than the device, whose results would otherwise wait for the next
+ * push). */
+lingbot_status lingbot_session_flush(lingbot_session* session, lingbot_result_callback on_result,
+                                     void* user_data);
 /* Starts a new sequence; results not yet delivered are dropped. */
 lingbot_status lingbot_session_reset(lingbot_session* session);
 /* NULL is accepted. */

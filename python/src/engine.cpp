@@ -105,6 +105,14 @@ void bind_engine(py::module_& m) {
           },
           "Returns every outstanding result (runs a sequence shorter than scale_frames).")
       .def(
+          "flush",
+          [](PySession& s) {
+            return run_step(s, [&](const Session::Callback& cb) { s.session->flush(cb); });
+          },
+          "Returns the results of every frame pushed so far, waiting for the device; the\n"
+          "sequence goes on. For live sources slower than the device, whose results would\n"
+          "otherwise wait for the next push.")
+      .def(
           "reset",
           [](PySession& s) {
             py::gil_scoped_release release;

@@ -202,6 +202,13 @@ lingbot_status lingbot_session_push(lingbot_session* session, const float* image
   });
 }
 
+lingbot_status lingbot_session_flush(lingbot_session* session, lingbot_result_callback on_result,
+                                     void* user_data) {
+  if (!session) return invalid("lingbot_session_flush", "session is NULL");
+  return guarded("lingbot_session_flush",
+                 [&] { session->session->flush(to_callback(on_result, user_data)); });
+}
+
 lingbot_status lingbot_session_finish(lingbot_session* session, lingbot_result_callback on_result,
                                       void* user_data) {
   if (!session) return invalid("lingbot_session_finish", "session is NULL");

@@ -79,11 +79,16 @@ void StreamSession::push(const Tensor& image, const Callback& on_result) {
 
 void StreamSession::finish(const Callback& on_result) {
   model_.backend().use_on_this_thread();
-  flush(on_result);
+  deliver_in_flight(on_result);
   if (pending_.empty()) return;
   std::vector<Tensor> frames;
   frames.swap(pending_);
   run(frames, true, on_result);
+}
+
+void StreamSession::flush(const Callback& on_result) {
+  model_.backend().use_on_this_thread();
+  deliver_in_flight(on_result);
 }
 
 void StreamSession::submit(const std::vector<Tensor>& frames, StepMode mode) {
@@ -114,18 +119,18 @@ FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
 
 void StreamSession::run(const std::vector<Tensor>& frames, bool keyframe,
                         const Callback& on_result) {
-  if (frames.size() > 1) flush(on_result);  // phase 1 runs alone
+  if (frames.size() > 1) deliver_in_flight(on_result);  // phase 1 runs alone
   submit(frames, keyframe ? StepMode::Keep : StepMode::Attend);
   InFlight next{static_cast<int64_t>(frames.size()), keyframe, CacheStats{}};
   next.stats = cache_stats();
-  flush(on_result);  // the previous step, finished while this one was being queued
+  deliver_in_flight(on_result);  // the previous step, finished while this one was being queued
   in_flight_ = next;
   // Phase 1 runs alone; and a backend that computes as it is called has the outputs ready now,
   // so they go out within this push (nothing runs beside the host to overlap with).
-  if (frames.size() > 1 || !model_.backend().queues_work()) flush(on_result);
+  if (frames.size() > 1 || !model_.backend().queues_work()) deliver_in_flight(on_result);
 }
 
-void StreamSession::flush(const Callback& on_result) {
+void StreamSession::deliver_in_flight(const Callback& on_result) {
   if (!in_flight_) return;
   const InFlight f = *in_flight_;
   in_flight_.reset();
@@ -144,7 +149,7 @@ void StreamSession::flush(const Callback& on_result) {
 }
 
 void StreamSession::run_adaptive(const Tensor& image, const Callback& on_result) {
-  flush(on_result);
+  deliver_in_flight(on_result);
   // Whether to keep the frame depends on its own depth and pose, so the pass stores it in both
   // caches with the window's eviction held back until the decision.
   submit({image}, StepMode::Tentative);

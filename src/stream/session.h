@@ -23,6 +23,7 @@ class StreamSession final : public Session {
   ~StreamSession() override;
   void push(const Tensor& image, const Callback& on_result) override;
   void finish(const Callback& on_result) override;
+  void flush(const Callback& on_result) override;
   void reset() override;
   CacheStats cache_stats() const override;
 
@@ -37,7 +38,7 @@ class StreamSession final : public Session {
   // Queues a step of these frames on the model, through the scheduler.
   void submit(const std::vector<Tensor>& frames, StepMode mode);
   // Hands out the results of the step still on the device, if any.
-  void flush(const Callback& on_result);
+  void deliver_in_flight(const Callback& on_result);
   // Frame f of `out` as the next result in sequence order.
   FrameResult make_result(const Model::Output& out, int64_t f);
   bool adaptive() const { return opt_.flow_threshold > 0; }

@@ -65,6 +65,7 @@ class ScriptedSession final : public Session {
     }
     pending_.clear();
   }
+  void flush(const Callback&) override {}  // every result goes out within its push
   void reset() override {
     next_ = scale_ = 0;
     keyframes_.reset();

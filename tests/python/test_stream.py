@@ -23,6 +23,19 @@ def push_all(session, frames):
     return results + session.finish()
 
 
+def test_flush_returns_each_pushed_frame_and_the_sequence_goes_on(tiny_engine, tiny_frames):
+    session = tiny_engine.start(scale_frames=SCALE, window=WINDOW)
+    want = push_all(session, tiny_frames)
+    session.reset()
+    got = []
+    for i, f in enumerate(tiny_frames):
+        got += session.push(f) + session.flush()
+        assert len(got) == (0 if i + 1 < SCALE else i + 1)
+    assert session.finish() == []
+    assert [r.index for r in got] == list(range(16))
+    assert relative(np.stack([r.depth for r in got]), np.stack([r.depth for r in want])) == 0
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_session_matches_reference(tiny_engine, tiny_frames, fixtures, k):
     want = expected(fixtures, k)

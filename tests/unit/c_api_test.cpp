@@ -118,6 +118,10 @@ TEST(CApiParity, TinyFixtureGivesExactlyTheCppResults) {
               LINGBOT_OK)
         << lingbot_last_error();
     std::fill(buffer.begin(), buffer.end(), -1.f);
+    // Flushed after every push: the same results, each out before the next push.
+    ASSERT_EQ(lingbot_session_flush(cs, collect_c, &got), LINGBOT_OK) << lingbot_last_error();
+    const size_t pushed = static_cast<size_t>(&f - frames.data()) + 1;
+    EXPECT_EQ(got.size(), pushed < 4 ? 0 : pushed);
   }
   ASSERT_EQ(lingbot_session_finish(cs, collect_c, &got), LINGBOT_OK) << lingbot_last_error();
   EXPECT_EQ(lingbot_session_free(cs), LINGBOT_OK);
@@ -225,6 +229,7 @@ TEST_F(CApi, WrongShapesAreErrors) {
 
 TEST_F(CApi, NullSessionsAreRefusedAndFreeAcceptsNull) {
   EXPECT_EQ(lingbot_session_finish(nullptr, nullptr, nullptr), LINGBOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lingbot_session_flush(nullptr, nullptr, nullptr), LINGBOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(lingbot_session_reset(nullptr), LINGBOT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(lingbot_session_free(nullptr), LINGBOT_OK);
   EXPECT_EQ(lingbot_engine_free(nullptr), LINGBOT_OK);

@@ -361,6 +361,7 @@ class RecordingEngine final : public Engine {
       e_.kv_reserved = std::max(e_.kv_reserved, c.bytes_reserved * static_cast<size_t>(c.layers));
       e_.camera_reserved = std::max(e_.camera_reserved, c.camera_cache_bytes_reserved);
     }
+    void flush(const Callback& cb) override { s_->flush(cb); }
     void reset() override { s_->reset(); }
     CacheStats cache_stats() const override { return s_->cache_stats(); }
 

@@ -77,6 +77,31 @@ void check_interleaved(Engine& engine, const StreamOptions& oa, const StreamOpti
   expect_same(rb, alone_b, "B interleaved");
 }
 
+// flush after every push: the scale frames stay buffered until the last of them, then every
+// frame's result is out when flush returns, the sequence goes on, and the results are those of
+// pushes alone.
+void check_flush(Engine& engine) {
+  TwoCameras cams;
+  const Results alone = run_alone(engine, cams.oa, cams.a);
+  Results got;
+  auto s = engine.start(cams.oa);
+  const auto keep = [&](const FrameResult& r) { got.push_back(r); };
+  for (size_t i = 0; i < cams.a.size(); ++i) {
+    s->push(cams.a[i], keep);
+    s->flush(keep);
+    const size_t want = i + 1 < static_cast<size_t>(cams.oa.scale_frames) ? 0 : i + 1;
+    ASSERT_EQ(got.size(), want) << "after frame " << i;
+  }
+  s->finish(keep);
+  EXPECT_EQ(got.size(), cams.a.size());
+  expect_same(got, alone, "flushed after every push");
+}
+
+TEST(Sessions, FlushDeliversEveryPushedFrameAndTheSequenceGoesOn) {
+  auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
+  check_flush(*engine);
+}
+
 TEST(Sessions, InterleavedPushesGetTheResultsOfEachSequenceAlone) {
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
   TwoCameras cams;
@@ -154,6 +179,7 @@ TEST(GpuSessions, InterleavedPushesGetTheResultsOfEachSequenceAlone) {
     StreamOptions adaptive = cams.ob;
     adaptive.flow_threshold = 0.5f;
     check_interleaved(*engine, cams.oa, adaptive);
+    check_flush(*engine);  // on the GPU the result is otherwise still on the device
   }
 }
 
