@@ -107,8 +107,7 @@ ParamCount DinoTrunk::parameters(const ModelConfig& cfg) {
   return n;
 }
 
-size_t DinoTrunk::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height, int64_t width,
-                                 bool borrowed) {
+size_t DinoTrunk::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t height, int64_t width) {
   const int64_t p = cfg.patch, c = cfg.dim, np = (height / p) * (width / p);
   const int64_t nd = 1 + cfg.registers + np;
   const size_t e = dtype_size(cfg.compute);
@@ -116,7 +115,6 @@ size_t DinoTrunk::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t heig
   size_t b = rows * 4 + (cfg.compute != DType::F32 ? rows * e : 0);  // rows, rows_c
   b += static_cast<size_t>(s * np * c) * e;                          // patches
   b += static_cast<size_t>(s * nd * c) * 4 * 2;                      // x, out
-  if (!borrowed) b += BlockBuffers::bytes_for(s * nd, c, c * cfg.mlp_ratio, cfg.compute);
   b += static_cast<size_t>(nd * c) * 4;  // the position table of this size
   return b;
 }
@@ -135,7 +133,7 @@ const Tensor& DinoTrunk::position_table(Backend& b, int64_t gh, int64_t gw) {
   return pos_tables_[key] = b.upload(t, DType::F32);
 }
 
-const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images, const BlockBuffers* borrowed) {
+const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images, const BlockBuffers& blocks) {
   const int64_t s = images.dim(0), p = cfg_.patch, c = cfg_.dim, r = cfg_.registers;
   const int64_t gh = images.dim(2) / p, gw = images.dim(3) / p, np = gh * gw, nd = 1 + r + np;
   Work& wk = work_[{s, nd}];
@@ -146,16 +144,10 @@ const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images, const BlockBu
     wk.x = b.alloc({s, nd, c}, DType::F32);
     wk.out = b.alloc({s, nd, c}, DType::F32);
   }
-  BlockBuffers buf;
-  if (borrowed) {
-    LINGBOT_CHECK(borrowed->h.dim(-1) == c && borrowed->hidden.dim(-1) == c * cfg_.mlp_ratio &&
-                      borrowed->h.dtype() == cfg_.compute,
-                  "dino: borrowed block buffers of another width or dtype");
-    buf = borrowed->first_rows(s * nd);
-  } else {
-    wk.buf.ensure(b, s * nd, c, c * cfg_.mlp_ratio, cfg_.heads, cfg_.compute);
-    buf = wk.buf;
-  }
+  LINGBOT_CHECK(blocks.h.dim(-1) == c && blocks.hidden.dim(-1) == c * cfg_.mlp_ratio &&
+                    blocks.h.dtype() == cfg_.compute,
+                "dino: lent block buffers of another width or dtype");
+  BlockBuffers buf = blocks.first_rows(s * nd);
   b.patchify(images, static_cast<int>(p), wk.rows);
   if (cfg_.compute != DType::F32) b.copy(wk.rows, wk.rows_c);
   b.linear(wk.rows_c, patch_w_, &patch_b_, wk.patches);
