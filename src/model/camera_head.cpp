@@ -88,8 +88,8 @@ size_t CameraHead::cache_bytes_for(const CameraHeadConfig& cfg, int iterations, 
 size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames,
                                      DType cache_dtype) {
   const int64_t d = cfg.dim, p = cfg.pose_dim;
-  // xhat, ln0, h, n, t, m; mod (3); branch (1/2); pose, delta; the block; k_store, v_store.
-  size_t b = static_cast<size_t>(frames * (9 * d + d / 2 + 2 * p)) * 4;
+  // xhat, ln0, h, n, t, m; mod (3); branch (1/2); pose; the block; k_store, v_store.
+  size_t b = static_cast<size_t>(frames * (9 * d + d / 2 + p)) * 4;
   b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32);
   return b + static_cast<size_t>(2 * frames * d) * dtype_size(cache_dtype);
 }
@@ -110,7 +110,6 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
   s.v_store = be.alloc({frames, nh, hd}, cache_dtype);
   s.branch = f32({frames, d / 2});
   s.pose = f32({frames, p});
-  s.delta = f32({frames, p});
   s.m = f32({frames, d});
   s.mod = f32({frames, 3 * d});
   s_ = std::move(s);
@@ -199,8 +198,11 @@ const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens, Came
                     attend_through(be, cache, i, static_cast<int>(j), store));
     be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
     be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
-    be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, i == 0 ? s_.pose : s_.delta);
-    if (i > 0) be.add(s_.pose, s_.delta);
+    // The first iteration's update is the pose; later ones add to it.
+    if (i == 0)
+      be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s_.pose);
+    else
+      be.linear_add(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s_.pose);
   }
 
   return s_.pose;

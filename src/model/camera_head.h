@@ -76,7 +76,7 @@ class CameraHead {
     BlockBuffers block;       // the trunk blocks' activations
     Tensor k_store, v_store;  // current K/V in cache dtype (non-keyframe attention)
     Tensor branch;            // [S, dim/2]
-    Tensor pose, delta;       // [S, 9] raw accumulated pose, this iteration's update
+    Tensor pose;              // [S, 9] raw accumulated pose
     Tensor m, mod;            // [S, dim], [S, 3 dim]: SiLU(embed_pose(p)), shift|scale|gate
   };
   void ensure_scratch(Backend& be, int64_t frames, DType cache_dtype);
