@@ -33,7 +33,7 @@ struct CameraHeadWeights {
   Tensor trunk_norm_w, trunk_norm_b;  // trunk_norm.weight / .bias [dim]
   Tensor empty_pose;                  // empty_pose_tokens [1, 1, 9]
   Tensor embed_w, embed_b;            // embed_pose.weight [dim, 9] / .bias
-  Tensor mod_w, mod_b;  // poseLN_modulation.1.weight [3 dim, dim] / .bias, 1 added to the scale's
+  Tensor mod_w, mod_b;                // poseLN_modulation.1.weight [3 dim, dim] / .bias (+1: scale)
   Tensor branch_fc1_w, branch_fc1_b;  // pose_branch.fc1.weight [dim/2, dim] / .bias
   Tensor branch_fc2_w, branch_fc2_b;  // pose_branch.fc2.weight [9, dim/2] / .bias
   // CameraBlocks: the shared pre-norm block (no qk-norm, no RoPE), keys under
