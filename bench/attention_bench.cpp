@@ -191,5 +191,54 @@ BENCHMARK(BM_LinearBF16)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);
 
+// The camera head's one-token linear layers: F32 token, bf16 weights, F32 bias and output (Args:
+// K, N, GELU, residual add). The time is the weight's bytes, so GB/s is the figure of merit.
+// LINGBOT_GEMV=0 times the cuBLASLt path (conversion, GEMM, bias/GELU pass) instead.
+void BM_CameraHeadLinear(benchmark::State& state) {
+  std::string why;
+  Backend* be = gpu(&why);
+  if (!be) {
+    state.SkipWithError(("no CUDA backend: " + why).c_str());
+    return;
+  }
+  const int64_t k = state.range(0), n = state.range(1);
+  const Act act = state.range(2) ? Act::GELU : Act::None;
+  const bool add = state.range(3) != 0;
+  Tensor x = be->upload(random_host({1, k}, 4), DType::F32);
+  Tensor w = be->upload(random_host({n, k}, 5, -.05f, .05f), DType::BF16);
+  Tensor b = be->upload(random_host({n}, 6), DType::F32);
+  Tensor y = be->upload(random_host({1, n}, 7), DType::F32);
+  auto call = [&] {
+    if (add)
+      be->linear_add(x, w, &b, y);
+    else
+      be->linear(x, w, &b, y, act);
+  };
+  for (int i = 0; i < 3; ++i) call();
+  be->synchronize();
+  constexpr int kCalls = 50;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    be->synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+    total += dt.count();
+  }
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["us_per_call"] = total / calls * 1e6;
+  state.counters["GBps"] = 2.0 * n * k * 1e-9 * calls / total;
+}
+BENCHMARK(BM_CameraHeadLinear)
+    ->ArgNames({"K", "N", "gelu", "add"})
+    ->Args({2048, 6144, 0, 0})  // qkv (and the modulation)
+    ->Args({2048, 2048, 0, 1})  // proj, residual
+    ->Args({2048, 8192, 1, 0})  // fc1 + GELU
+    ->Args({8192, 2048, 0, 1})  // fc2, residual
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+
 }  // namespace
 }  // namespace lingbot

@@ -200,11 +200,12 @@ int bench(const BenchArgs& a) {
   auto engine = Engine::create(a.engine);
   const double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
   if (a.streams > 1) return bench_streams(a, *engine, load_s);
+  const size_t loaded_device = engine->device_memory_used();  // context, libraries, weights
   auto session = engine->start(a.stream);
   const std::vector<Tensor> frames = random_frames(a, 0);
   std::vector<double> frame_ms;  // phase-2 frames, in order
   double phase1_ms = 0;
-  size_t peak_device = 0;
+  size_t peak_device = 0, phase1_device = 0;
   int delivered = 0;
   // Stage breakdowns per stretch of frames (LINGBOT_PROFILE=1 and --profile-every), to see which
   // stage grows along a long run.
@@ -232,6 +233,7 @@ int bench(const BenchArgs& a) {
     peak_device = std::max(peak_device, engine->device_memory_used());
     if (i + 1 == a.stream.scale_frames) {
       phase1_ms = ms;
+      phase1_device = engine->device_memory_used();
       streaming_start = clock::now();
       Profile::reset();  // the breakdown covers phase-2 frames
     }
@@ -274,6 +276,9 @@ int bench(const BenchArgs& a) {
       "streaming %.2f frames/s | whole run %.1f s | peak host memory %.2f GB | peak device memory "
       "%.2f GB\n",
       fps, total_s, ru.ru_maxrss / 1048576.0, peak_device / 1e9);
+  if (loaded_device)
+    std::printf("device memory in use: after load %.2f GB, after phase 1 %.2f GB\n",
+                loaded_device / 1e9, phase1_device / 1e9);
   if (!stretches.empty()) {
     for (const auto* st : {&stretches.front(), &stretches.back()}) {
       std::printf("frames %d-%d, synchronized stages:\n", (*st)["first"].get<int>(),
@@ -304,7 +309,9 @@ int bench(const BenchArgs& a) {
                                 {"fps", fps},
                                 {"frame_ms", frame_ms},
                                 {"peak_host_gb", ru.ru_maxrss / 1048576.0},
-                                {"peak_device_gb", peak_device / 1e9}};
+                                {"peak_device_gb", peak_device / 1e9},
+                                {"loaded_device_gb", loaded_device / 1e9},
+                                {"phase1_device_gb", phase1_device / 1e9}};
     if (!stretches.empty()) j["profile"] = stretches;
     std::ofstream(a.json) << j.dump(1) << "\n";
   }

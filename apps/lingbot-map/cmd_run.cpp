@@ -181,6 +181,7 @@ int run(const RunArgs& a) {
                 describe_run(pre->plan, pre->estimate).c_str(),
                 describe_cached(pre->plan, pre->estimate).c_str(), format_gb(m.total).c_str(),
                 describe_terms(m).c_str(), pre->plan.results.on_host ? "" : " on the host");
+    std::printf("%s\n", describe_pools(m).c_str());
     bool fits = true;
     if (a.memory_limit_gb > 0 || a.engine.device == "cpu") {
       const size_t available = a.memory_limit_gb > 0 ? static_cast<size_t>(a.memory_limit_gb * 1e9)

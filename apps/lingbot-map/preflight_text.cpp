@@ -21,6 +21,15 @@ std::string describe_terms(const MemoryEstimate& m) {
   return s;
 }
 
+std::string describe_pools(const MemoryEstimate& m) {
+  const MemoryEstimate::ActivationParts& a = m.activation_parts;
+  return "KV cache " + format_gb(m.kv_cache) + " (special stream " + format_gb(m.special_stream) +
+         "); activations " + format_gb(m.activations) + ": first step " + format_gb(a.first_step) +
+         " (freed after it), one-frame steps " + format_gb(a.one_frame_steps) +
+         ", depth-head plan " + format_gb(a.depth_plan) + ", scratch and GEMM workspace " +
+         format_gb(a.scratch) + ", pool margin " + format_gb(a.margin);
+}
+
 std::string describe_run(const RunPlan& plan, const Preflight& p) {
   return std::to_string(plan.frames) + " frames at " + std::to_string(plan.width) + "x" +
          std::to_string(plan.height) + " (" + dtype_name(p.compute) + ")";

@@ -14,6 +14,9 @@ std::string format_gb(size_t bytes);
 // "weights 2.4 GB, KV cache 5.1 GB, camera cache 59 MB, activations 4.2 GB" and ", results
 // 1.2 GB" when results were estimated.
 std::string describe_terms(const MemoryEstimate& m);
+// For --dry-run, each pool: "KV cache 7.2 GB (special stream 151 MB); activations 1.6 GB: first
+// step 648 MB (freed after it), one-frame steps 84 MB, ...".
+std::string describe_pools(const MemoryEstimate& m);
 // "300 frames at 504x378 (BF16)".
 std::string describe_run(const RunPlan& plan, const Preflight& p);
 // What the caches hold at the peak: ", 72 frames cached", or per window for windowed runs.

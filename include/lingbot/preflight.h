@@ -40,8 +40,16 @@ struct MemoryEstimate {
   size_t kv_cache = 0;        // paged aggregator cache, all global layers, special stream included
   size_t special_stream = 0;  // part of kv_cache: the evicted frames' special tokens
   size_t camera_cache = 0;    // camera head K/V, F32, grown in whole chunks
-  size_t activations = 0;     // work buffers, depth-head plan, backend scratch (see the .cpp)
-  size_t results = 0;         // host: results kept for the outputs (estimate_result_memory)
+  size_t activations = 0;     // work buffers, depth-head plan, backend scratch: the parts below
+  // The parts of `activations`, each as its component reports it: the work buffers of the first
+  // step (the scale frames at once, freed after it; the camera head's scratch for that many
+  // frames), those of the one-frame steps, the depth head's plan (its activations for one
+  // frame, kept), the backend's scratch block and GEMM workspace, and a margin of a tenth for
+  // the pool's rounding and the small per-step tables.
+  struct ActivationParts {
+    size_t first_step = 0, one_frame_steps = 0, depth_plan = 0, scratch = 0, margin = 0;
+  } activation_parts;
+  size_t results = 0;  // host: results kept for the outputs (estimate_result_memory)
   // What must fit where the model runs: weights, caches and activations, and the results when
   // they share that memory (ResultOutputs::on_host).
   size_t total = 0;

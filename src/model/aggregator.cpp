@@ -27,6 +27,7 @@ size_t Aggregator::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t hei
   b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 2D RoPE cos and sin
   b += static_cast<size_t>(m * cfg.head_dim()) * 4;  // 3D RoPE, uploaded every call
   b += BlockBuffers::bytes_for(m, c, c * cfg.mlp_ratio, cfg.compute);
+  // The DINO trunk borrows the block buffers above (same width, fewer rows).
   return b + DinoTrunk::work_bytes_for(cfg, s, height, width);
 }
 
@@ -97,7 +98,7 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
   // stored frames.
   const Tensor& dino = [&]() -> const Tensor& {
     ProfileScope ps(b, "dino trunk");
-    return dino_.enqueue(b, images);
+    return dino_.enqueue(b, images, wk.buf);
   }();
   const int64_t pairs = d / 2;
   Tensor cs = Tensor::zeros({m, pairs}), sn = Tensor::zeros({m, pairs});

@@ -1,5 +1,9 @@
 #include "model/block.h"
 
+#include <string>
+
+#include "lingbot/error.h"
+
 namespace lingbot {
 namespace {
 
@@ -73,6 +77,21 @@ void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim
   attn = b.alloc({m, heads, d}, dtype);
   hidden = b.alloc({m, hidden_dim}, dtype);
   rows = m;
+}
+
+BlockBuffers BlockBuffers::first_rows(int64_t m) const {
+  LINGBOT_CHECK(m >= 0 && m <= rows, "block buffers: " + std::to_string(m) +
+                                         " rows borrowed from buffers of " + std::to_string(rows));
+  BlockBuffers v;
+  v.h = h.slice(0, m);
+  v.qkv = qkv.slice(0, m);
+  v.q = q.slice(0, m);
+  v.k = k.slice(0, m);
+  v.v = this->v.slice(0, m);
+  v.attn = attn.slice(0, m);
+  v.hidden = hidden.slice(0, m);
+  v.rows = m;
+  return v;
 }
 
 void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,

@@ -38,6 +38,9 @@ struct BlockBuffers {
   void ensure(Backend& b, int64_t rows, int64_t dim, int64_t hidden_dim, int64_t heads,
               DType dtype = DType::F32);
   static size_t bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype);
+  // The same buffers for their first `m` rows (m <= rows): another stack of blocks of the same
+  // width that runs before or after this one in the step can borrow them.
+  BlockBuffers first_rows(int64_t m) const;
   int64_t rows = -1;
 };
 

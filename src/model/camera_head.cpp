@@ -36,7 +36,15 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
   w_.embed_w = get("embed_pose.weight", {d, p});
   w_.embed_b = get("embed_pose.bias", {d});
   w_.mod_w = get("poseLN_modulation.1.weight", {3 * d, d}, md);
-  w_.mod_b = get("poseLN_modulation.1.bias", {3 * d});
+  {
+    // The modulation scales by (1 + scale): with the 1 in the scale's bias, its output is the
+    // factor itself, which a LayerNorm takes as its weight (see modulate).
+    const Tensor stored = loader.get_host(pre + "poseLN_modulation.1.bias", {3 * d});
+    Tensor bias = Tensor::zeros({3 * d});
+    std::copy_n(stored.f32(), 3 * d, bias.f32());
+    for (int64_t i = d; i < 2 * d; ++i) bias.f32()[i] += 1.0f;
+    w_.mod_b = loader.backend().upload(bias, DType::F32);
+  }
   w_.branch_fc1_w = get("pose_branch.fc1.weight", {d / 2, d});
   w_.branch_fc1_b = get("pose_branch.fc1.bias", {d / 2});
   w_.branch_fc2_w = get("pose_branch.fc2.weight", {p, d / 2});
@@ -88,8 +96,8 @@ size_t CameraHead::cache_bytes_for(const CameraHeadConfig& cfg, int iterations, 
 size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames,
                                      DType cache_dtype) {
   const int64_t d = cfg.dim, p = cfg.pose_dim;
-  // xhat, ln0, h, n, t, m; mod (3); branch (1/2); pose, delta; the block; k_store, v_store.
-  size_t b = static_cast<size_t>(frames * (9 * d + d / 2 + 2 * p)) * 4;
+  // xhat, h, n, t, m; mod (3); branch (1/2); pose; the block; k_store, v_store.
+  size_t b = static_cast<size_t>(frames * (8 * d + d / 2 + p)) * 4;
   b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32);
   return b + static_cast<size_t>(2 * frames * d) * dtype_size(cache_dtype);
 }
@@ -101,7 +109,6 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
   Scratch s;
   s.frames = frames;
   s.xhat = f32({frames, d});
-  s.ln0 = f32({frames, d});
   s.h = f32({frames, d});
   s.n = f32({frames, d});
   s.t = f32({frames, d});
@@ -110,7 +117,6 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
   s.v_store = be.alloc({frames, nh, hd}, cache_dtype);
   s.branch = f32({frames, d / 2});
   s.pose = f32({frames, p});
-  s.delta = f32({frames, p});
   s.m = f32({frames, d});
   s.mod = f32({frames, 3 * d});
   s_ = std::move(s);
@@ -118,22 +124,21 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
 
 void CameraHead::modulate(Backend& be, const Tensor& mod) {
   const int64_t d = cfg_.dim;
-  // t = ln0 ⊙ (1 + scale) + shift; h = xhat + gate ⊙ t. The op set has no row-wise product, so
-  // per-frame modulation runs row by row; the shared iteration-0 vector broadcasts in one go.
-  auto apply = [&](Tensor t, const Tensor& ln0, Tensor h, const Tensor& xhat, const Tensor& m) {
+  // t = LayerNorm(xhat) ⊙ (1 + scale) + shift, the norm's affine being the modulation's (the 1
+  // is in its bias); h = xhat + gate ⊙ t. The op set has no row-wise product, so per-frame
+  // modulation runs row by row; the shared iteration-0 vector broadcasts in one go.
+  auto apply = [&](Tensor t, Tensor h, const Tensor& xhat, const Tensor& m) {
     const Tensor m3 = m.reshape({3, d});
-    const Tensor shift = m3[0], scale = m3[1], gate = m3[2];
-    be.copy(ln0, t);
-    be.add(t, ln0, &scale);
-    be.add(t, shift);
+    const Tensor shift = m3[0], scale1 = m3[1], gate = m3[2];
+    be.layer_norm(xhat, &scale1, &shift, kAdaLnEps, t);
     be.copy(xhat, h);
     be.add(h, t, &gate);
   };
   if (mod.dim(0) == 1) {
-    apply(s_.t, s_.ln0, s_.h, s_.xhat, mod[0]);
+    apply(s_.t, s_.h, s_.xhat, mod[0]);
     return;
   }
-  for (int64_t f = 0; f < s_.frames; ++f) apply(s_.t[f], s_.ln0[f], s_.h[f], s_.xhat[f], mod[f]);
+  for (int64_t f = 0; f < s_.frames; ++f) apply(s_.t[f], s_.h[f], s_.xhat[f], mod[f]);
 }
 
 AttendFn CameraHead::attend_through(Backend& be, CameraCache& cache, int iteration, int j,
@@ -184,7 +189,6 @@ const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens, Came
   ensure_scratch(be, frames, cache.dtype());
 
   be.layer_norm(camera_tokens, &w_.token_norm_w, &w_.token_norm_b, kNormEps, s_.xhat);
-  be.layer_norm(s_.xhat, nullptr, nullptr, kAdaLnEps, s_.ln0);
   for (int i = 0; i < iterations; ++i) {
     if (i == 0) {
       modulate(be, mod0_);
@@ -199,8 +203,11 @@ const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens, Came
                     attend_through(be, cache, i, static_cast<int>(j), store));
     be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
     be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
-    be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, i == 0 ? s_.pose : s_.delta);
-    if (i > 0) be.add(s_.pose, s_.delta);
+    // The first iteration's update is the pose; later ones add to it.
+    if (i == 0)
+      be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s_.pose);
+    else
+      be.linear_add(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s_.pose);
   }
 
   return s_.pose;

@@ -33,7 +33,7 @@ struct CameraHeadWeights {
   Tensor trunk_norm_w, trunk_norm_b;  // trunk_norm.weight / .bias [dim]
   Tensor empty_pose;                  // empty_pose_tokens [1, 1, 9]
   Tensor embed_w, embed_b;            // embed_pose.weight [dim, 9] / .bias
-  Tensor mod_w, mod_b;                // poseLN_modulation.1.weight [3 dim, dim] / .bias
+  Tensor mod_w, mod_b;                // poseLN_modulation.1.weight [3 dim, dim] / .bias (+1: scale)
   Tensor branch_fc1_w, branch_fc1_b;  // pose_branch.fc1.weight [dim/2, dim] / .bias
   Tensor branch_fc2_w, branch_fc2_b;  // pose_branch.fc2.weight [9, dim/2] / .bias
   // CameraBlocks: the shared pre-norm block (no qk-norm, no RoPE), keys under
@@ -71,19 +71,20 @@ class CameraHead {
  private:
   struct Scratch {
     int64_t frames = 0;
-    Tensor xhat, ln0;         // [S, dim]: token_norm(x), adaln_norm(xhat)
+    Tensor xhat;              // [S, dim]: token_norm(x)
     Tensor h, n, t;           // [S, dim] residual stream, normed input, temporary
     BlockBuffers block;       // the trunk blocks' activations
     Tensor k_store, v_store;  // current K/V in cache dtype (non-keyframe attention)
     Tensor branch;            // [S, dim/2]
-    Tensor pose, delta;       // [S, 9] raw accumulated pose, this iteration's update
+    Tensor pose;              // [S, 9] raw accumulated pose
     Tensor m, mod;            // [S, dim], [S, 3 dim]: SiLU(embed_pose(p)), shift|scale|gate
   };
   void ensure_scratch(Backend& be, int64_t frames, DType cache_dtype);
   // The attention of trunk block j in `iteration`: through the cache, appending the frames'
   // K/V first when `store`.
   AttendFn attend_through(Backend& be, CameraCache& cache, int iteration, int j, bool store);
-  // h = gate ⊙ (ln0 ⊙ (1 + scale) + shift) + xhat, mod [1 or S, 3 dim].
+  // h = gate ⊙ (adaln_norm(xhat) ⊙ (1 + scale) + shift) + xhat, mod [1 or S, 3 dim] holding
+  // shift, 1 + scale and gate.
   void modulate(Backend& be, const Tensor& mod);
 
   CameraHeadConfig cfg_;

@@ -142,20 +142,57 @@ ParamCount DepthHead::parameters(const DepthHeadConfig& cfg) {
 }
 
 size_t DepthHead::plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {
-  const int64_t p = cfg.patch, f = cfg.features, ph = H / p, pw = W / p, np = ph * pw, hw = H * W;
+  const int64_t np = (H / cfg.patch) * (W / cfg.patch);
+  const auto& c = cfg.out_channels;
+  Plan unused;
+  int64_t n = place(cfg, H, W, Tensor(), unused);
+  n += (c[0] + c[1] + c[2] + c[3]) * np;  // pos
+  n += cfg.features / 2 * H * W;          // pos_out
+  return static_cast<size_t>(n) * 4;
+}
+
+int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const Tensor& arena,
+                         Plan& pl) {
+  const int64_t p = cfg.patch, f = cfg.features, ph = H / p, pw = W / p, np = ph * pw;
   const auto& c = cfg.out_channels;
   const auto lh = level_sizes(ph), lw = level_sizes(pw);
-  int64_t n = np * cfg.dim_in;  // xn
+  int64_t at = 0;
+  // Each view starts on a 256-byte boundary, as an allocation of its own would.
+  auto take = [&](Tensor& t, const Shape& shape) {
+    const int64_t n = shape_numel(shape);
+    if (arena.defined()) t = arena.slice(at, at + n).reshape(shape);
+    at += (n + 63) / 64 * 64;
+  };
+  // Projections and resize layers, then the refinenets; fused[0], which the output stage reads,
+  // last.
+  take(pl.xn, {np, cfg.dim_in});
   for (int l = 0; l < 4; ++l) {
-    n += 3 * c[l] * np;          // pos, rows, proj
-    n += 3 * f * lh[l] * lw[l];  // r, tmp1, tmp2
-    const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
-    n += 2 * f * oh * ow;  // up, fused
+    take(pl.rows[l], {np, c[l]});
+    take(pl.proj[l], {1, c[l], ph, pw});
   }
-  n += c[0] * lh[0] * lw[0] + c[1] * lh[1] * lw[1] + c[3] * lh[3] * lw[3];  // resized
-  n += f / 2 * 4 * lh[0] * lw[0];                                           // o1
-  n += 2 * (f / 2) * hw + cfg.head_hidden * hw + cfg.out_dim * hw;  // o1_up, pos_out, o2, logits
-  return static_cast<size_t>(n) * 4;
+  take(pl.resized0, {1, c[0], lh[0], lw[0]});
+  take(pl.resized1, {1, c[1], lh[1], lw[1]});
+  take(pl.resized3, {1, c[3], lh[3], lw[3]});
+  for (int l = 3; l >= 0; --l) {
+    take(pl.r[l], {1, f, lh[l], lw[l]});
+    take(pl.tmp1[l], {1, f, lh[l], lw[l]});
+    take(pl.tmp2[l], {1, f, lh[l], lw[l]});
+    // refinenet{l+1} upsamples to the next finer level; refinenet1 to twice level 0.
+    const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
+    take(pl.up[l], {1, f, oh, ow});
+    if (l > 0) take(pl.fused[l], {1, f, oh, ow});
+  }
+  const int64_t before_fused0 = at;
+  const Shape fused0{1, f, 2 * lh[0], 2 * lw[0]};
+  // The output stage from offset 0, then fused[0] after whichever ends later.
+  at = 0;
+  take(pl.o1, {1, f / 2, 2 * lh[0], 2 * lw[0]});
+  take(pl.o1_up, {1, f / 2, H, W});
+  take(pl.o2, {1, cfg.head_hidden, H, W});
+  take(pl.logits, {1, cfg.out_dim, H, W});
+  at = std::max(at, before_fused0);
+  take(pl.fused[0], fused0);
+  return at;
 }
 
 size_t DepthHead::scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {
@@ -188,32 +225,14 @@ void DepthHead::plan_for(Backend& be, int H, int W) {
   pl.W = W;
   pl.ph = H / p;
   pl.pw = W / p;
-  const int64_t ph = pl.ph, pw = pl.pw, np = ph * pw;
-  const std::array<int64_t, 4> lh = level_sizes(ph), lw = level_sizes(pw);
-  auto f32 = [&](const Shape& s) { return be.alloc(s, DType::F32); };
-
+  const int64_t ph = pl.ph, pw = pl.pw;
   const double aspect = static_cast<double>(W) / static_cast<double>(H);
-  pl.xn = f32({np, cfg_.dim_in});
-  for (int l = 0; l < 4; ++l) {
+  for (int l = 0; l < 4; ++l)
     pl.pos[l] = be.upload(uv_pos_embed(ph, pw, c[l], aspect, kPosRatio), DType::F32);
-    pl.rows[l] = f32({np, c[l]});
-    pl.proj[l] = f32({1, c[l], ph, pw});
-    pl.r[l] = f32({1, f, lh[l], lw[l]});
-    pl.tmp1[l] = f32({1, f, lh[l], lw[l]});
-    pl.tmp2[l] = f32({1, f, lh[l], lw[l]});
-    // refinenet{l+1} upsamples to the next finer level; refinenet1 to twice level 0.
-    const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
-    pl.up[l] = f32({1, f, oh, ow});
-    pl.fused[l] = f32({1, f, oh, ow});
-  }
-  pl.resized0 = f32({1, c[0], lh[0], lw[0]});
-  pl.resized1 = f32({1, c[1], lh[1], lw[1]});
-  pl.resized3 = f32({1, c[3], lh[3], lw[3]});
-  pl.o1 = f32({1, f / 2, 2 * lh[0], 2 * lw[0]});
-  pl.o1_up = f32({1, f / 2, p * ph, p * pw});
-  pl.pos_out = be.upload(uv_pos_embed(p * ph, p * pw, f / 2, aspect, kPosRatio), DType::F32);
-  pl.o2 = f32({1, cfg_.head_hidden, p * ph, p * pw});
-  pl.logits = f32({1, cfg_.out_dim, p * ph, p * pw});
+  pl.pos_out = be.upload(uv_pos_embed(H, W, f / 2, aspect, kPosRatio), DType::F32);
+  Plan sizes;
+  pl.arena = be.alloc({place(cfg_, H, W, Tensor(), sizes)}, DType::F32);
+  place(cfg_, H, W, pl.arena, pl);
   plan_ = std::move(pl);
 }
 

@@ -95,8 +95,15 @@ class DepthHead {
     std::array<Tensor, 4> tmp1, tmp2;  // RCU temporaries at level l
     std::array<Tensor, 4> up, fused;   // refinenet{k+1} output before/after out_conv
     Tensor o1, o1_up, o2, logits;
+    Tensor arena;  // the memory of every work tensor above (see place)
   };
   void plan_for(Backend& be, int H, int W);
+  // The plan's work tensors as views of one allocation: their offsets in floats, the total
+  // returned (`arena` undefined: sizes only, `pl` untouched). The output stage (o1 to logits)
+  // runs once everything but fused[0] is dead, so it reuses the memory of the projections and
+  // the refinenets instead of taking its own.
+  static int64_t place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const Tensor& arena,
+                       Plan& pl);
   void residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x, Tensor& tmp1,
                           Tensor& tmp2);
   void fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b, Tensor& tmp1,

@@ -115,7 +115,6 @@ size_t DinoTrunk::work_bytes_for(const ModelConfig& cfg, int64_t s, int64_t heig
   size_t b = rows * 4 + (cfg.compute != DType::F32 ? rows * e : 0);  // rows, rows_c
   b += static_cast<size_t>(s * np * c) * e;                          // patches
   b += static_cast<size_t>(s * nd * c) * 4 * 2;                      // x, out
-  b += BlockBuffers::bytes_for(s * nd, c, c * cfg.mlp_ratio, cfg.compute);
   b += static_cast<size_t>(nd * c) * 4;  // the position table of this size
   return b;
 }
@@ -134,7 +133,7 @@ const Tensor& DinoTrunk::position_table(Backend& b, int64_t gh, int64_t gw) {
   return pos_tables_[key] = b.upload(t, DType::F32);
 }
 
-const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
+const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images, const BlockBuffers& blocks) {
   const int64_t s = images.dim(0), p = cfg_.patch, c = cfg_.dim, r = cfg_.registers;
   const int64_t gh = images.dim(2) / p, gw = images.dim(3) / p, np = gh * gw, nd = 1 + r + np;
   Work& wk = work_[{s, nd}];
@@ -145,7 +144,10 @@ const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
     wk.x = b.alloc({s, nd, c}, DType::F32);
     wk.out = b.alloc({s, nd, c}, DType::F32);
   }
-  wk.buf.ensure(b, s * nd, c, c * cfg_.mlp_ratio, cfg_.heads, cfg_.compute);
+  LINGBOT_CHECK(blocks.h.dim(-1) == c && blocks.hidden.dim(-1) == c * cfg_.mlp_ratio &&
+                    blocks.h.dtype() == cfg_.compute,
+                "dino: lent block buffers of another width or dtype");
+  BlockBuffers buf = blocks.first_rows(s * nd);
   b.patchify(images, static_cast<int>(p), wk.rows);
   if (cfg_.compute != DType::F32) b.copy(wk.rows, wk.rows_c);
   b.linear(wk.rows_c, patch_w_, &patch_b_, wk.patches);
@@ -159,13 +161,13 @@ const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
   // Each frame attends to its own tokens, in the same buffers in every block: one plan.
   const int64_t h = cfg_.heads, d = cfg_.head_dim();
-  Tensor k4 = wk.buf.k.reshape({s, nd, h, d}), v4 = wk.buf.v.reshape({s, nd, h, d});
+  Tensor k4 = buf.k.reshape({s, nd, h, d}), v4 = buf.v.reshape({s, nd, h, d});
   std::vector<std::vector<KVSegment>> frames(s);
   for (int64_t f = 0; f < s; ++f)
     frames[f] = {{k4[f].raw(), v4[f].raw(), static_cast<int32_t>(nd)}};
   b.plan_attention(frames);
   AttendFn per_frame = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
-    LINGBOT_CHECK(k.raw() == wk.buf.k.raw() && v.raw() == wk.buf.v.raw(),
+    LINGBOT_CHECK(k.raw() == buf.k.raw() && v.raw() == buf.v.raw(),
                   "dino: attention outside the planned buffers");
     Tensor q4 = q.reshape({s, nd, h, d}), o4 = out.reshape({s, nd, h, d});
     for (int64_t f = 0; f < s; ++f) {
@@ -173,7 +175,7 @@ const Tensor& DinoTrunk::enqueue(Backend& b, const Tensor& images) {
       b.attention_planned(q4[f], static_cast<int>(f), scale, of);
     }
   };
-  for (auto& blk : blocks_) enqueue_block(b, blk, x, wk.buf, nullptr, per_frame);
+  for (auto& blk : blocks_) enqueue_block(b, blk, x, buf, nullptr, per_frame);
   b.layer_norm(wk.x, &norm_w_, &norm_b_, 1e-6f, wk.out);
   return wk.out;
 }

@@ -20,13 +20,15 @@ class DinoTrunk {
  public:
   void load(WeightLoader& w, const ModelConfig& cfg);
   // images [S, 3, H, W] normalized, on the backend. Returns [S, 5 + Np, C] after the final
-  // norm (cls, registers, patches); the caller keeps the patch rows.
-  const Tensor& enqueue(Backend& b, const Tensor& images);
+  // norm (cls, registers, patches); the caller keeps the patch rows. `blocks`: block buffers of
+  // this width with at least S (5 + Np) rows, lent by the caller for this call (the aggregator's,
+  // idle while the trunk runs), so the trunk keeps none of its own.
+  const Tensor& enqueue(Backend& b, const Tensor& images, const BlockBuffers& blocks);
 
   void release_buffers() { work_.clear(); }  // activations kept per call shape
 
   // For the memory preflight: what load reads, and what a call over `frames` frames of
-  // height x width allocates (and keeps for that shape).
+  // height x width allocates (and keeps for that shape), the lent block buffers not counted.
   static ParamCount parameters(const ModelConfig& cfg);
   static size_t work_bytes_for(const ModelConfig& cfg, int64_t frames, int64_t height,
                                int64_t width);
@@ -44,7 +46,6 @@ class DinoTrunk {
   // Per batch size: activations.
   struct Work {
     Tensor rows, rows_c, patches, x, out;  // rows_c: rows in the compute dtype
-    BlockBuffers buf;
   };
   std::map<std::pair<int64_t, int64_t>, Work> work_;  // (frames, tokens)
 };

@@ -68,27 +68,32 @@ ParamCount Model::parameters(const ModelConfig& config) {
   return n;
 }
 
-size_t Model::work_bytes_for(const ModelConfig& config, int64_t height, int64_t width,
-                             int64_t first_step_frames) {
+Model::WorkBytes Model::work_bytes_for(const ModelConfig& config, int64_t height, int64_t width,
+                                       int64_t first_step_frames) {
   const int64_t s1 = std::max<int64_t>(first_step_frames, 1);
   const DepthHeadConfig dpt = depth_head_config(config);
-  size_t b = 0;
-  for (int64_t s : {s1, int64_t{1}}) {
-    b += Aggregator::work_bytes_for(config, s, height, width);
-    b += static_cast<size_t>(s * 3 * height * width) * 4;  // the normalized frames
-  }
+  auto step = [&](int64_t s) {
+    return Aggregator::work_bytes_for(config, s, height, width) +
+           static_cast<size_t>(s * 3 * height * width) * 4;  // the normalized frames
+  };
+  WorkBytes w;
+  w.first_step = step(s1);
+  w.one_frame_steps = step(1);
   // The camera head keeps one scratch, sized for the larger call, and its input tokens.
-  b += CameraHead::scratch_bytes_for(camera_head_config(config), s1, kCameraCacheDtype);
-  b += static_cast<size_t>(s1 * 2 * config.dim) * 4;
-  b += DepthHead::plan_bytes_for(dpt, height, width);
+  w.first_step += CameraHead::scratch_bytes_for(camera_head_config(config), s1, kCameraCacheDtype);
+  w.first_step += static_cast<size_t>(s1 * 2 * config.dim) * 4;
+  w.depth_plan = DepthHead::plan_bytes_for(dpt, height, width);
   // The backend's grow-only scratch block holds its largest request: a depth-head convolution
   // or the split attention of a streamed frame. And the GEMM workspace.
   const int64_t tokens =
       ModelConfig::kSpecialTokens + (height / config.patch) * (width / config.patch);
-  b += std::max(
-      DepthHead::scratch_bytes_for(dpt, height, width),
-      static_cast<size_t>(scratch::attention_floats(tokens, config.heads, config.head_dim())) * 4);
-  return b + scratch::kGemmWorkspaceBytes;
+  w.scratch =
+      std::max(
+          DepthHead::scratch_bytes_for(dpt, height, width),
+          static_cast<size_t>(scratch::attention_floats(tokens, config.heads, config.head_dim())) *
+              4) +
+      scratch::kGemmWorkspaceBytes;
+  return w;
 }
 
 size_t Model::camera_cache_bytes_for(const ModelConfig& config, int iterations, int64_t frames,

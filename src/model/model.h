@@ -63,8 +63,12 @@ class Model {
   // (`first_step_frames`: the sequence's first step, whose buffers stay allocated beside those
   // of the one-frame steps); what make_camera_cache's cache reserves for `frames` frames.
   static ParamCount parameters(const ModelConfig& config);
-  static size_t work_bytes_for(const ModelConfig& config, int64_t height, int64_t width,
-                               int64_t first_step_frames);
+  struct WorkBytes {
+    size_t first_step = 0, one_frame_steps = 0, depth_plan = 0, scratch = 0;
+    size_t total() const { return first_step + one_frame_steps + depth_plan + scratch; }
+  };
+  static WorkBytes work_bytes_for(const ModelConfig& config, int64_t height, int64_t width,
+                                  int64_t first_step_frames);
   static size_t camera_cache_bytes_for(const ModelConfig& config, int iterations, int64_t frames,
                                        const CameraCacheLimit& limit);
 

@@ -33,8 +33,9 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
   // Phase 1 runs the scale frames at once. 10 % on top covers the stream-ordered pool's rounding
   // and small per-call tables.
   const int64_t s1 = std::min<int64_t>(frames, std::max(stream.scale_frames, 1));
-  const size_t a = Model::work_bytes_for(model, height, width, s1);
-  m.activations = a + a / 10;
+  const Model::WorkBytes w = Model::work_bytes_for(model, height, width, s1);
+  m.activation_parts = {w.first_step, w.one_frame_steps, w.depth_plan, w.scratch, w.total() / 10};
+  m.activations = w.total() + w.total() / 10;
 
   if (results) m.results = estimate_result_memory(*results, height, width, frames, s1);
   m.total = m.weights + m.kv_cache + m.camera_cache + m.activations;

@@ -27,7 +27,9 @@ TEST_F(PreflightCli, DryRunPrintsTheEstimateAndRunsNothing) {
   EXPECT_NE(r.output.find("memory estimate for 16 frames at 70x56 (F32), 16 frames cached"),
             std::string::npos)
       << r.output;
-  for (const char* term : {"weights", "KV cache", "camera cache", "activations", "available"})
+  for (const char* term :
+       {"weights", "KV cache", "camera cache", "activations", "available", "special stream",
+        "first step", "one-frame steps", "depth-head plan", "scratch and GEMM workspace"})
     EXPECT_NE(r.output.find(term), std::string::npos) << term << "\n" << r.output;
   EXPECT_FALSE(std::filesystem::exists(path("out/predictions.safetensors")));
 }

@@ -258,6 +258,62 @@ TEST(GpuOps, LinearBF16MatchesCpu) {
   EXPECT_LT(rel_err(yb, want), kTolBF16);
 }
 
+// One to a few rows (the camera head's one token per frame) take a bandwidth-bound kernel with
+// the bias, activation and residual fused; more rows, or K not a multiple of 8, take cuBLASLt.
+// Every dtype combination the model can hand it, odd N (tails of the per-block rows), M = 3.
+TEST(GpuOps, FewRowLinearMatchesCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    int64_t m, k, n;
+  };
+  const Case cases[] = {{1, 2048, 1030}, {1, 16, 1}, {2, 72, 9}, {3, 1000, 129},
+                        {4, 8192, 37},   {1, 9, 20}, {5, 64, 33}};
+  const Act acts[] = {Act::None, Act::GELU, Act::SiLU, Act::ReLU};
+  for (const Case& c : cases) {
+    for (DType wdt : {DType::BF16, DType::F32}) {
+      for (DType xdt : {DType::F32, DType::BF16}) {
+        for (DType ydt : {DType::F32, DType::BF16}) {
+          for (int bias = 0; bias < 3; ++bias) {             // none, F32, BF16
+            for (int variant = 0; variant < 5; ++variant) {  // the four activations, then +=
+              const bool accumulate = variant == 4;
+              const Act act = accumulate ? Act::None : acts[variant];
+              const DType bdt = bias == 2 ? DType::BF16 : DType::F32;
+              SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" +
+                           std::to_string(c.n) + " w=" + dtype_name(wdt) + " x=" + dtype_name(xdt) +
+                           " y=" + dtype_name(ydt) + " bias=" + (bias ? dtype_name(bdt) : "none") +
+                           " " + (accumulate ? "+=" : act_name(act)));
+              const Tensor x = round_to(rng.tensor({c.m, c.k}), xdt);
+              const Tensor w = round_to(rng.tensor({c.n, c.k}, -.2f, .2f), wdt);
+              const Tensor b = round_to(rng.tensor({c.n}), bdt);
+              const Tensor* bp = bias ? &b : nullptr;
+              // A bf16 weight meets its input rounded to bf16.
+              const Tensor xc = round_to(x, wdt);
+              Tensor want = Tensor::zeros({c.m, c.n});
+              Tensor gb = gpu().upload(b, bdt);
+              Tensor gx = gpu().upload(x, xdt), gw = gpu().upload(w, wdt);
+              Tensor y;
+              if (accumulate) {
+                const Tensor y0 = round_to(rng.tensor({c.m, c.n}, -4.f, 4.f), ydt);
+                cpu().copy(y0, want);
+                cpu().linear_add(xc, w, bp, want);
+                y = gpu().upload(y0, ydt);
+                gpu().linear_add(gx, gw, bias ? &gb : nullptr, y);
+              } else {
+                cpu().linear(xc, w, bp, want, act);
+                y = poisoned({c.m, c.n}, ydt);
+                gpu().linear(gx, gw, bias ? &gb : nullptr, y, act);
+              }
+              EXPECT_LT(rel_err(y, want), ydt == DType::F32 ? kTolF32 : kTolBF16);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // y += x w^T + b: the residual update of a block. y starts from random values (an accumulating
 // op cannot be poisoned); a missing product or bias shows as a difference from the CPU.
 TEST(GpuOps, LinearAddMatchesCpu) {

@@ -112,6 +112,20 @@ TEST(Preflight, ReleasedModelIsNearTheMeasuredPeak) {
   EXPECT_LT(m.total / 1e9, 14.0);
 }
 
+// The dry run lists the activations' parts; they add up to the total, and the first step (8
+// frames at once) outweighs a one-frame step by about the frames.
+TEST(Preflight, ActivationPartsAddUp) {
+  const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, 300, StreamOptions{});
+  const MemoryEstimate::ActivationParts& a = m.activation_parts;
+  const size_t work = a.first_step + a.one_frame_steps + a.depth_plan + a.scratch;
+  EXPECT_EQ(a.margin, work / 10);
+  EXPECT_EQ(m.activations, work + a.margin);
+  EXPECT_GT(a.first_step, 6 * a.one_frame_steps);
+  EXPECT_LT(a.first_step, 9 * a.one_frame_steps);
+  EXPECT_GT(a.depth_plan, 0u);
+  EXPECT_GT(a.scratch, 0u);
+}
+
 TEST(Preflight, MilderSettingsFitAndTheNextStepDoesNot) {
   const StreamOptions s;
   const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, 300, s);

@@ -146,6 +146,7 @@ struct Context {
   cublasHandle_t blas = nullptr;
   void* lt_workspace = nullptr;
   size_t lt_workspace_bytes = 0;
+  size_t context_bytes = 0;  // device memory in use once the context and libraries are up
   Scratch scratch;
   UploadRing ring;
   StepRecorder step;
@@ -279,5 +280,15 @@ struct GemmArgs {
   bool tf32 = false;        // F32 inputs may run on TF32 tensor cores (convolutions, when allowed)
 };
 bool gemm(Context& ctx, const GemmArgs& g);
+
+// ---- gemv.cu ---------------------------------------------------------------------------------
+// Row-major y[m, n] = act(x[m, k] . w[n, k]^T + bias[n]) (+ y with `accumulate`) for m <=
+// kGemvMaxRows, bandwidth-bound: w F32 or BF16 (an F32 x into bf16 weights is rounded to bf16
+// first, as the GEMM path does), x F32 or BF16, bias and y any float dtype, the activation exact
+// (erf GELU). Returns false, having queued nothing, where it does not apply (more rows, k not a
+// multiple of 8, pointers not 16-byte aligned, other dtypes, LINGBOT_GEMV=0).
+constexpr int64_t kGemvMaxRows = 4;
+bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
+          int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s);
 
 }  // namespace lingbot::cuda

@@ -38,6 +38,18 @@ class CudaBackend final : public Backend {
                    "allocations while recording %lld\n",
                    static_cast<long long>(c.recorded), static_cast<long long>(c.updated),
                    static_cast<long long>(c.instantiated), static_cast<long long>(c.allocations));
+      // Where the peak went: the context and libraries, and the stream-ordered pool (reserved
+      // from the driver against handed out to tensors; the difference is the pool's slack).
+      cudaMemPool_t pool = nullptr;
+      uint64_t reserved = 0, used = 0;
+      if (cudaDeviceGetDefaultMemPool(&pool, ctx_->device) == cudaSuccess) {
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved);
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used);
+      }
+      std::fprintf(stderr,
+                   "[lingbot cuda] memory: context and libraries %.3f GB; pool reserved at most "
+                   "%.3f GB, in use at most %.3f GB\n",
+                   ctx_->context_bytes / 1e9, reserved / 1e9, used / 1e9);
     }
   }
 
@@ -447,6 +459,10 @@ class CudaBackend final : public Backend {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
     Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
     if (m == 0) return;
+    // A few rows: one bandwidth-bound kernel with everything fused, no conversions.
+    if (cuda::gemv(x.raw(), xt, w.raw(), wt, b ? b->raw() : nullptr, bt, y.raw(), yt, m, n, k, act,
+                   accumulate, s()))
+      return;
 
     // An fp32 weight gives an fp32 product (cuBLASLt has no fp32 x fp32 -> bf16 kernels); a
     // mismatched input is converted to the weight's dtype first. cuBLASLt fuses the bias only
@@ -585,6 +601,8 @@ std::shared_ptr<Context> make_context(int device) {
   LB_CUBLAS(cublasLtCreate(&ctx->lt));
   LB_CUBLAS(cublasCreate(&ctx->blas));
   LB_CUBLAS(cublasSetMathMode(ctx->blas, CUBLAS_PEDANTIC_MATH));
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) ctx->context_bytes = total_b - free_b;
   ctx->lt_workspace_bytes = scratch::kGemmWorkspaceBytes;
   LB_CUDA(cudaMallocAsync(&ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
   // Classic cuBLAS gets the same workspace (its calls and cuBLASLt's run in one stream, one after

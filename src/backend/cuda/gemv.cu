@@ -1,0 +1,188 @@
+// Linear layers over a few rows (the camera head's one token per frame): y = act(x . w^T + b)
+// (+ y). At M <= 4 a GEMM reads each weight once and does almost no arithmetic with it, so the
+// time is the weight's bytes; cuBLASLt's kernels for this shape reached ~0.6 TB/s with their
+// conversion, bias and activation passes around them. Here one kernel streams the weight with
+// 16-byte loads, several rows in flight per thread, and applies bias, activation and the
+// residual in its epilogue.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/device_utils.cuh"
+
+namespace lingbot::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRows = 4;  // output rows (of w) per block: that many 16-byte loads in flight
+
+// Eight bf16 or four floats of a 16-byte load, as floats.
+__device__ __forceinline__ void unpack(const uint4& v, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __bfloat1622float2(h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+__device__ __forceinline__ void unpack(const uint4& v, float (&f)[4]) {
+  f[0] = __uint_as_float(v.x);
+  f[1] = __uint_as_float(v.y);
+  f[2] = __uint_as_float(v.z);
+  f[3] = __uint_as_float(v.w);
+}
+
+// E consecutive inputs as floats, rounded to W's precision as the GEMM path rounds them (an F32
+// activation into bf16 weights is converted to bf16 first).
+template <class W, class X, int E>
+__device__ __forceinline__ void load_x(const X* p, float (&f)[E]) {
+  if constexpr (sizeof(X) == 4) {
+#pragma unroll
+    for (int i = 0; i < E; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      f[i] = v.x;
+      f[i + 1] = v.y;
+      f[i + 2] = v.z;
+      f[i + 3] = v.w;
+    }
+  } else if constexpr (E == 8) {
+    unpack(*reinterpret_cast<const uint4*>(p), f);
+  } else {  // four bf16 inputs against four F32 weights: an 8-byte load
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
+  }
+  if constexpr (sizeof(W) == 2 && sizeof(X) == 4) {
+#pragma unroll
+    for (int i = 0; i < E; ++i) f[i] = __bfloat162float(__float2bfloat16_rn(f[i]));
+  }
+}
+
+struct GemvParams {
+  const void* w;
+  const void* x;
+  const void* bias;
+  void* y;
+  int64_t k;
+  int n, m;
+  Elt bias_t, y_t;
+  Act act;
+  bool accumulate;
+};
+
+// Block b computes rows [b * kRows, b * kRows + kRows) of w for all M rows of x; its threads
+// split K in 16-byte chunks (one chunk per thread per row at K = 2048 bf16), then the block sums.
+// X is F32 or BF16, W F32 or BF16; M is the number of input rows, 1..4.
+template <class W, class X, int M>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+  constexpr int E = 16 / sizeof(W);  // weights per 16-byte load
+  const W* w = static_cast<const W*>(p.w);
+  const X* x = static_cast<const X*>(p.x);
+  const int row0 = blockIdx.x * kRows;
+  const int64_t chunks = p.k / E;
+  float acc[kRows][M];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.f;
+
+  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
+    uint4 wv[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      // Weights are read once per call: stream them past L1 and mark them first to evict.
+      wv[r] = row0 + r < p.n ? __ldcs(reinterpret_cast<const uint4*>(w + (row0 + r) * p.k) + c)
+                             : make_uint4(0, 0, 0, 0);
+    }
+    float xv[M][E];
+#pragma unroll
+    for (int i = 0; i < M; ++i) load_x<W, X, E>(x + i * p.k + c * E, xv[i]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float wf[E];
+      unpack(wv[r], wf);
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[r][i] = fmaf(wf[e], xv[i][e], acc[r][i]);
+    }
+  }
+
+  __shared__ float red[kThreads / 32][kRows * M];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const float v = warp_sum(acc[r][i]);
+      if (lane == 0) red[warp][r * M + i] = v;
+    }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t >= kRows * M) return;
+  const int r = t / M, i = t % M, row = row0 + r;
+  if (row >= p.n) return;
+  float v = 0.f;
+#pragma unroll
+  for (int j = 0; j < kThreads / 32; ++j) v += red[j][t];
+  if (p.bias) v += load_elt(p.bias, p.bias_t, row);
+  v = act_apply(v, p.act);
+  const int64_t o = static_cast<int64_t>(i) * p.n + row;
+  if (p.accumulate) v += load_elt(p.y, p.y_t, o);
+  store_elt(p.y, p.y_t, o, v);
+}
+
+template <class W, class X>
+void launch(const GemvParams& p, cudaStream_t s) {
+  const unsigned grid = static_cast<unsigned>((p.n + kRows - 1) / kRows);
+  switch (p.m) {
+    case 1:
+      gemv_kernel<W, X, 1><<<grid, kThreads, 0, s>>>(p);
+      break;
+    case 2:
+      gemv_kernel<W, X, 2><<<grid, kThreads, 0, s>>>(p);
+      break;
+    case 3:
+      gemv_kernel<W, X, 3><<<grid, kThreads, 0, s>>>(p);
+      break;
+    default:
+      gemv_kernel<W, X, 4><<<grid, kThreads, 0, s>>>(p);
+      break;
+  }
+}
+
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+}  // namespace
+
+bool gemv_disabled() {
+  static const bool off = [] {
+    const char* e = std::getenv("LINGBOT_GEMV");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  return off;
+}
+
+bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
+          int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s) {
+  if (gemv_disabled() || m < 1 || m > kGemvMaxRows || n < 1 || n > (1 << 30)) return false;
+  if ((wt != kF32 && wt != kBF16) || (xt != kF32 && xt != kBF16)) return false;
+  // Whole 16-byte loads of every row of w and x.
+  const int64_t per_load = wt == kF32 ? 4 : 8;
+  if (k % per_load != 0 || k % 8 != 0 || !aligned16(w) || !aligned16(x)) return false;
+  GemvParams p{w, x, bias, y, k, static_cast<int>(n), static_cast<int>(m), bt, yt, act, accumulate};
+  if (wt == kBF16)
+    xt == kF32 ? launch<__nv_bfloat16, float>(p, s) : launch<__nv_bfloat16, __nv_bfloat16>(p, s);
+  else
+    xt == kF32 ? launch<float, float>(p, s) : launch<float, __nv_bfloat16>(p, s);
+  LB_CUDA_LAUNCHED();
+  return true;
+}
+
+}  // namespace lingbot::cuda
