@@ -77,6 +77,10 @@ void SessionWorker::deliver(const FrameResult& r) {
     m.received = arrivals_.front();
     arrivals_.pop_front();
   }
+  if (s_.view && !images_.empty()) {
+    s_.view->add(r, &images_.front());
+    images_.pop_front();
+  }
   ++results_;
   emit(std::move(m));
   if (s_.start.maps) emit({.data = maps_bytes(r), .binary = true});
@@ -131,6 +135,7 @@ void SessionWorker::run() {
       s_.wake();  // room for the next frame
       const Tensor t = decode(f.bytes, frames_);
       arrivals_.push_back(f.received);
+      if (s_.view) images_.push_back(t);
       ++frames_;
       session_->push(t, deliver);
     }
@@ -151,6 +156,8 @@ void SessionWorker::run() {
 
 // Frees the session's memory and reservation, then counts its end.
 void SessionWorker::end() {
+  if (s_.view) s_.view->finish();
+  images_.clear();
   s_.reservation.reset();
   Outcome o;
   {
