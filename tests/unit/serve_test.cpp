@@ -27,7 +27,8 @@ namespace {
 using namespace test::serve;
 using test::streams::Camera;
 
-const EngineOptions kTiny{.model = "synthetic:1", .arch = "tiny"};
+// One CPU thread per model step: the sessions run on threads of their own already.
+const EngineOptions kTiny{.model = "synthetic:1", .arch = "tiny", .threads = 1};
 
 // The tiny fixture's frames as the files' bytes (PNG) and as raw RGB messages.
 struct Frames {
