@@ -63,6 +63,12 @@ Context::Opened Context::open(Start start, std::function<void()> wake) {
   }
   const ServedEngine& e = options.engines[d.device];
   std::lock_guard lock(mu_);
+  if (stopped_) {  // a start that raced the server's stop: no thread may begin now
+    admission.release(d.device, d.need);
+    o.refused = "the server is stopping";
+    metrics.ended("", Outcome::Refused);
+    return o;
+  }
   std::erase_if(workers_, [](const auto& w) { return w->done(); });
   o.id = std::to_string(++next_id_);
   o.device = e.options.device;
@@ -86,6 +92,7 @@ void Context::stop_workers() {
   std::vector<std::shared_ptr<SessionWorker>> all;
   {
     std::lock_guard lock(mu_);
+    stopped_ = true;
     all.swap(workers_);
   }
   for (auto& w : all) w->cancel(Outcome::Disconnected);  // all at once, then wait for each

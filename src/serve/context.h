@@ -32,7 +32,7 @@ class Context {
   // Admission for `start` (its keyframe interval resolved first), then a worker on the chosen
   // engine; `wake` is the worker's way back to the network thread.
   Opened open(Start start, std::function<void()> wake);
-  // Cancels and joins every worker; afterwards none calls its `wake`.
+  // Cancels and joins every worker, and no new one starts; afterwards none calls its `wake`.
   void stop_workers();
 
   const ServerOptions options;
@@ -48,6 +48,7 @@ class Context {
   std::mutex mu_;
   std::vector<std::shared_ptr<SessionWorker>> workers_;  // joined once done
   int64_t next_id_ = 0;
+  bool stopped_ = false;  // stop_workers ran: no new worker
 };
 
 }  // namespace lingbot::serve
