@@ -42,6 +42,7 @@ void Metrics::result_sent(const std::string& id, Clock::duration latency) {
   std::lock_guard lock(mu_);
   ++frames_;
   const double s = std::chrono::duration<double>(latency).count();
+  latency_sum_ += s;
   if (latencies_.size() < kLatencies) {
     latencies_.push_back(s);
   } else {
@@ -118,6 +119,8 @@ std::string Metrics::prometheus(const std::vector<ServedDeviceStats>& devices) c
     const double v = sorted.empty() ? 0.0 : sorted[size_t(q * double(sorted.size() - 1) + 0.5)];
     add("lingbot_frame_latency_seconds{quantile=\"%g\"} %.6f\n", q, v);
   }
+  add("lingbot_frame_latency_seconds_sum %.6f\nlingbot_frame_latency_seconds_count %lld\n",
+      latency_sum_, static_cast<long long>(frames_));
   add("# HELP lingbot_device_memory_free_bytes Budget left for new streams, per device.\n"
       "# TYPE lingbot_device_memory_free_bytes gauge\n");
   for (const ServedDeviceStats& d : devices)

@@ -48,6 +48,7 @@ class Metrics {
   std::map<std::string, Live> live_;
   int64_t outcomes_[4] = {};
   int64_t frames_ = 0;
+  double latency_sum_ = 0;         // seconds, all frames
   std::vector<double> latencies_;  // seconds, a ring of the last kLatencies
   size_t next_latency_ = 0;
 };

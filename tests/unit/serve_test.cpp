@@ -165,6 +165,7 @@ TEST_F(Serve, ConcurrentClientsGetTheResultsOfEachStreamAloneInOrder) {
   ASSERT_EQ(r.status, 200);
   const auto m = parse_metrics(r.body);
   EXPECT_EQ(m.at("lingbot_frames_total"), double(frames_sent));
+  EXPECT_EQ(m.at("lingbot_frame_latency_seconds_count"), double(frames_sent));
   EXPECT_EQ(m.at("lingbot_sessions_total{outcome=\"finished\"}"), double(cams.size()));
   EXPECT_EQ(m.at("lingbot_sessions_total{outcome=\"error\"}"), 0);
   EXPECT_EQ(m.at("lingbot_sessions_active"), 0);
