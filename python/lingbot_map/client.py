@@ -44,7 +44,7 @@ from .websocket import (BINARY, NORMAL, POLICY, TEXT, TRY_AGAIN, ConnectionClose
                         HandshakeError, WebSocket, WebSocketError)
 
 __all__ = ["Client", "Stream", "Result", "Metrics", "metrics", "ClientError", "Refused",
-           "ServerError", "encode_frame"]
+           "ServerError", "encode_frame", "image_size"]
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -106,13 +106,31 @@ def encode_frame(frame: Union[np.ndarray, bytes, bytearray, memoryview, str, os.
     return b"LBR1" + struct.pack("<III", a.shape[0], a.shape[1], 3) + a.tobytes()
 
 
-def _frame_size(data: bytes):
-    """(height, width) of an LBR1 message or a PNG (from its header); None for a JPEG."""
-    if data.startswith(b"LBR1"):
-        return struct.unpack_from("<II", data, 4)
+def image_size(data: bytes) -> tuple:
+    """(height, width) of a PNG or JPEG file's contents, read from its header.
+
+    As stored: a JPEG whose EXIF orientation turns it by 90 degrees is decoded (by the server,
+    as by Pillow) with the two swapped."""
     if data.startswith(PNG_MAGIC) and len(data) >= 24:
         w, h = struct.unpack_from(">II", data, 16)
         return h, w
+    if data.startswith(JPEG_MAGIC):
+        at = 2
+        while at + 9 <= len(data) and data[at] == 0xFF:
+            marker, length = data[at + 1], struct.unpack_from(">H", data, at + 2)[0]
+            # Start of frame: SOF0..SOF15 but DHT (C4), JPG (C8) and DAC (CC).
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return struct.unpack_from(">HH", data, at + 5)
+            at += 2 + length
+    raise ValueError("not a PNG or JPEG file, or its header is damaged")
+
+
+def _frame_size(data: bytes):
+    """(height, width) of an LBR1 message or a PNG; None for a JPEG (see image_size)."""
+    if data.startswith(b"LBR1"):
+        return struct.unpack_from("<II", data, 4)
+    if data.startswith(PNG_MAGIC):
+        return image_size(data)
     return None
 
 
