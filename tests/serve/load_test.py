@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Load test of `lingbot-map serve`: N clients x M frames at once, bounded in count and time.
+
+    # against a running server (e.g. on the GPU machine):
+    python3 tests/serve/load_test.py --url http://127.0.0.1:8090 --clients 4 --frames 300 \\
+        --width 518 --height 378 --stream window=64 --rounds 2
+    # or a server of its own (the CTest on the CPU):
+    python3 tests/serve/load_test.py --server build/lingbot-map \\
+        --server-args="--model synthetic:1 --arch tiny" --clients 3 --frames 12 --preprocess none
+
+Each client sends its own random frames (raw RGB) from one thread and takes its results in
+another, as they come. Reported: aggregate frames/s over the round, and per client its frames/s
+and the latency of each frame (from its send() returning to its result arriving) at p50/p99,
+beside the server's own latency quantiles. Checked: every client gets exactly its M results,
+in order (the client raises on a gap or a reorder), and afterwards /metrics shows no session
+left; with --server, the server's resident memory after the last round is within 10 % of what
+it was after the first (no leak as clients come and go). Exit code 0 when all holds, 1 when
+not, 77 when the program has no serve command (CTest: skipped).
+"""
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lingbot_map.client import Client, metrics  # noqa: E402
+from serve_process import ServeProcess, Unavailable  # noqa: E402
+
+
+def option_value(text):
+    """"window=64" -> ("window", 64); numbers become numbers, true/false booleans."""
+    key, _, value = text.partition("=")
+    for parse in (int, float):
+        try:
+            return key, parse(value)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(value, value)
+
+
+def run_client(url, token, a, seed, out):
+    """Streams a.frames frames; fills out (a dict) with its timings or its error."""
+    rng = np.random.default_rng(seed)
+    frames = [rng.integers(0, 256, (a.height, a.width, 3), np.uint8) for _ in range(4)]
+    sent_at, got_at, indices = [], [], []
+    try:
+        stream = Client(url, token=token, timeout=a.timeout).start(
+            width=a.width, height=a.height, frames=a.frames, maps=a.maps,
+            preprocess=a.preprocess, stream=dict(a.stream))
+
+        def take():  # the reader: stamps each result as it arrives
+            for r in stream:
+                got_at.append(time.monotonic())
+                indices.append(r.index)
+
+        reader = threading.Thread(target=take, daemon=True)
+        reader.start()
+        t0 = time.monotonic()
+        for i in range(a.frames):
+            if a.fps:  # a camera's pace instead of as fast as the server takes them
+                time.sleep(max(0.0, t0 + i / a.fps - time.monotonic()))
+            stream.send(frames[i % len(frames)])
+            sent_at.append(time.monotonic())
+        stream.finish()
+        reader.join(a.timeout)
+        out["seconds"] = time.monotonic() - t0
+        if indices != list(range(a.frames)):
+            raise RuntimeError(f"got {len(indices)} results, not frames 0..{a.frames - 1} "
+                               "in order")
+        out["latency"] = np.array(got_at) - np.array(sent_at)
+    except Exception as e:  # noqa: BLE001 - reported per client
+        out["error"] = f"{type(e).__name__}: {e}"
+
+
+def one_round(url, token, a, round_index):
+    outs = [{} for _ in range(a.clients)]
+    threads = [threading.Thread(target=run_client, args=(url, token, a, 1000 * round_index + c,
+                                                         outs[c]), daemon=True)
+               for c in range(a.clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(a.deadline)
+    wall = time.monotonic() - t0
+    errors = [f"client {c}: {o.get('error', 'did not finish in time')}"
+              for c, o in enumerate(outs) if "latency" not in o]
+    report = {"round": round_index, "clients": a.clients, "frames": a.frames,
+              "wall_seconds": round(wall, 3),
+              "aggregate_fps": round(a.clients * a.frames / wall, 2), "errors": errors,
+              "per_client": [{"fps": round(a.frames / o["seconds"], 2),
+                              "latency_p50_ms": round(1e3 * np.percentile(o["latency"], 50), 1),
+                              "latency_p99_ms": round(1e3 * np.percentile(o["latency"], 99), 1)}
+                             for o in outs if "latency" in o]}
+    m = metrics(url, token=token)
+    report["server_latency_ms"] = {q: round(1e3 * (m.get("lingbot_frame_latency_seconds",
+                                                         quantile=q) or float("nan")), 1)
+                                   for q in ("0.5", "0.99")}
+    # Sessions end when their connections do: give the server a moment to see the last close.
+    deadline = time.monotonic() + 10
+    while (active := m.get("lingbot_sessions_active")) != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        m = metrics(url, token=token)
+    report["sessions_active_after"] = active
+    if active != 0:
+        errors.append(f"/metrics: lingbot_sessions_active is {active} after the clients left")
+    return report
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="a running server")
+    where.add_argument("--server", help="the lingbot-map program: start a server of its own")
+    ap.add_argument("--server-args", default="--model synthetic:1 --arch tiny",
+                    help="options of `serve` for --server")
+    ap.add_argument("--token", default=os.environ.get("LINGBOT_SERVE_TOKEN"))
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--frames", type=int, default=32, help="frames per client")
+    ap.add_argument("--width", type=int, default=70)
+    ap.add_argument("--height", type=int, default=56)
+    ap.add_argument("--preprocess", default="crop", choices=["crop", "pad", "none"])
+    ap.add_argument("--fps", type=float, default=0, help="pace each client (0 = flat out)")
+    ap.add_argument("--maps", action="store_true", help="ask for depth and confidence too")
+    ap.add_argument("--stream", type=option_value, action="append", default=[],
+                    metavar="KEY=VALUE", help="a StreamOptions field of the start message")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=120, help="seconds any one wait may take")
+    ap.add_argument("--deadline", type=float, default=1800, help="seconds a round may take")
+    ap.add_argument("--json", help="write the reports here")
+    a = ap.parse_args()
+    if min(a.clients, a.frames, a.rounds) < 1 or a.clients > 256 or a.frames > 100000:
+        ap.error("clients (1..256), frames (1..100000) and rounds must be positive")
+
+    server = None
+    if a.server:
+        try:
+            server = ServeProcess(a.server, *a.server_args.split())
+        except Unavailable as e:
+            print(f"load test skipped: {e}")
+            return 77
+    url = a.url or server.url
+    reports, failed = [], False
+    try:
+        for r in range(a.rounds):
+            report = one_round(url, a.token, a, r)
+            if server:
+                report["server_rss_bytes"] = server.rss_bytes()
+            reports.append(report)
+            print(json.dumps(report))
+            failed |= bool(report["errors"])
+        if server and a.rounds > 1:
+            first, last = reports[0]["server_rss_bytes"], reports[-1]["server_rss_bytes"]
+            if last > 1.1 * first:
+                print(f"server memory grew from {first} to {last} bytes over the rounds")
+                failed = True
+    finally:
+        if server:
+            server.stop()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(reports, f, indent=1)
+    print("load test " + ("FAILED" if failed else "passed"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
