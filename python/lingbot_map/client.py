@@ -40,7 +40,7 @@ from typing import Iterator, List, Optional, Union
 
 import numpy as np
 
-from .websocket import (BINARY, NORMAL, POLICY, TEXT, TRY_AGAIN, ConnectionClosed,
+from .websocket import (BINARY, GOING_AWAY, NORMAL, POLICY, TEXT, TRY_AGAIN, ConnectionClosed,
                         HandshakeError, WebSocket, WebSocketError)
 
 __all__ = ["Client", "Stream", "Result", "Metrics", "metrics", "ClientError", "Refused",
@@ -266,6 +266,18 @@ class Stream:
             if self._end is not None:
                 raise ClientError("the stream has finished")
 
+    def _broken(self, error: Exception, doing: str):
+        """Raises for a failed send: the server's own reason when it sent one (it may have
+        closed for a bad frame), else the send's error. The stream is unusable either way."""
+        self._reader.join(1.0)
+        if self._reader.is_alive():  # e.g. a timeout with half a frame sent: end it here
+            self._ws.abort()
+            self._reader.join(self.timeout)
+        with self._cond:
+            if isinstance(self._end, ServerError):
+                raise self._end
+        raise ClientError(f"{doing} failed: {error}") from error
+
     def send(self, frame) -> None:
         """Sends one frame: uint8 [H, W, 3] RGB (raw), JPEG/PNG bytes, or a JPEG/PNG path.
 
@@ -281,10 +293,7 @@ class Stream:
         try:
             self._ws.send_binary(data)
         except (OSError, WebSocketError) as e:
-            # The server may have said why it stopped reading: that is the better message.
-            self._reader.join(self.timeout)
-            self._check_open()
-            raise ClientError(f"sending frame {self.sent} failed: {e}") from e
+            self._broken(e, f"sending frame {self.sent}")
         self.sent += 1
 
     def poll(self) -> List[Result]:
@@ -313,9 +322,7 @@ class Stream:
         try:
             self._ws.send_text(json.dumps({"type": "finish"}))
         except (OSError, WebSocketError) as e:
-            self._reader.join(self.timeout)
-            self._check_open()
-            raise ClientError(f"sending finish failed: {e}") from e
+            self._broken(e, "sending finish")
         out = list(self.results())
         self._reader.join(self.timeout)
         if self._end != self.sent:
@@ -329,7 +336,7 @@ class Stream:
     def close(self) -> None:
         """Ends the stream at once (the server frees the session); idempotent."""
         if self._reader.is_alive():
-            self._ws.close(NORMAL, "client closed", wait=False)
+            self._ws.close(GOING_AWAY, "client closed the stream", wait=False)
             self._ws.abort()  # wakes the reader
             self._reader.join(self.timeout)
 

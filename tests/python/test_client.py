@@ -222,6 +222,28 @@ def test_a_silent_server_times_out_instead_of_hanging():
         release.set()
 
 
+def test_a_server_that_stops_reading_fails_the_send_instead_of_hanging():
+    release = threading.Event()
+
+    def script(peer):
+        peer.accept()
+        peer.recv_json()
+        peer.send_json({"type": "ready", "session": "s"})
+        release.wait(10)  # reads nothing more
+
+    big = np.zeros((H, W * 2000, 3), np.uint8)  # ~290 KB: the socket buffers fill quickly
+    with fake_server(script) as (url, _):
+        stream = lc.Client(url, timeout=0.5).start(width=W * 2000, height=H)
+        t = time.monotonic()
+        with pytest.raises(lc.ClientError, match="sending frame .* failed: timed out"):
+            for _ in range(200):
+                stream.send(big)
+        assert time.monotonic() - t < 5
+        with pytest.raises(lc.ClientError):  # the stream is over
+            stream.send(big)
+        release.set()
+
+
 def test_connection_lost_mid_stream_raises():
     def script(peer):
         start_session(peer)
