@@ -41,7 +41,7 @@ from typing import Iterator, List, Optional, Union
 import numpy as np
 
 from .websocket import (BINARY, GOING_AWAY, NORMAL, POLICY, TEXT, TRY_AGAIN, ConnectionClosed,
-                        HandshakeError, WebSocket, WebSocketError)
+                        WebSocket, WebSocketError)
 
 __all__ = ["Client", "Stream", "Result", "Metrics", "metrics", "ClientError", "Refused",
            "ServerError", "encode_frame", "image_size"]
@@ -407,7 +407,7 @@ class Client:
         ws_url = self.base.replace("http", "ws", 1) + "/v1/stream"
         try:
             ws = WebSocket(ws_url, self._headers(), self.timeout, self.max_message)
-        except HandshakeError as e:
+        except WebSocketError as e:  # an HTTP error status, a bad handshake
             raise ClientError(f"{ws_url}: {e}") from None
         except OSError as e:
             raise ClientError(f"{ws_url}: cannot connect: {e}") from None

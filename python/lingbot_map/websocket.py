@@ -127,6 +127,9 @@ class WebSocket:
 
     def _handshake(self, host: str, port: int, path: str, headers: dict) -> None:
         key = base64.b64encode(os.urandom(16)).decode()
+        if any(c in str(v) for v in headers.values() for c in "\r\n"):
+            raise ValueError("a header value with a line break")
+        host = f"[{host}]" if ":" in host else host  # IPv6 literal
         lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", "Upgrade: websocket",
                  "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
