@@ -313,21 +313,34 @@ class Stream:
 
     __iter__ = results
 
-    def finish(self) -> List[Result]:
+    def finish(self, take: bool = True) -> List[Result]:
         """Asks for the outstanding results, waits for them and for the server's close.
 
-        Returns the results not taken yet (all of them when nothing was read before); when
-        another thread iterates the stream, it takes them instead."""
+        Returns the results not taken yet (all of them when nothing was read before). With
+        take=False they are left to a thread that iterates the stream, and [] is returned."""
         self._check_open()
         try:
             self._ws.send_text(json.dumps({"type": "finish"}))
         except (OSError, WebSocketError) as e:
             self._broken(e, "sending finish")
-        out = list(self.results())
+        out = list(self.results()) if take else self._wait_end()
         self._reader.join(self.timeout)
         if self._end != self.sent:
             raise ClientError(f"the server finished {self._end} frames, {self.sent} were sent")
         return out
+
+    def _wait_end(self) -> list:
+        """Waits for the end of the stream, at most `timeout` between two results."""
+        with self._cond:
+            while self._end is None:
+                seen = self._received
+                if not self._cond.wait_for(lambda: self._end is not None or
+                                           self._received != seen, self.timeout):
+                    raise TimeoutError(f"no result from the server within {self.timeout} s "
+                                       f"({self.sent} frames sent, {self._received} results)")
+            if isinstance(self._end, Exception):
+                raise self._end
+        return []
 
     @property
     def finished(self) -> bool:

@@ -296,6 +296,26 @@ def test_sending_everything_first_does_not_deadlock_under_back_pressure():
     assert [r.index for r in got] == list(range(n))
 
 
+def test_a_reading_thread_gets_every_result_when_finish_leaves_them():
+    def script(peer):
+        start_session(peer)
+        for i in range(20):
+            read_frame(peer, i)
+            peer.send_json(result(i))
+        end_session(peer, 20)
+
+    with fake_server(script) as (url, _):
+        stream = lc.Client(url, timeout=5).start(width=W, height=H)
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(r.index for r in stream))
+        reader.start()
+        for i in range(20):
+            stream.send(frame(i))
+        assert stream.finish(take=False) == []
+        reader.join(5)
+    assert got == list(range(20))
+
+
 def test_bad_input_is_a_clear_exception():
     with pytest.raises(ValueError, match="uint8 \\[H, W, 3\\]"):
         lc.encode_frame(np.zeros((4, 4), np.float32))

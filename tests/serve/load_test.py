@@ -55,9 +55,12 @@ def run_client(url, token, a, seed, out):
             preprocess=a.preprocess, stream=dict(a.stream))
 
         def take():  # the reader: stamps each result as it arrives
-            for r in stream:
-                got_at.append(time.monotonic())
-                indices.append(r.index)
+            try:
+                for r in stream:
+                    got_at.append(time.monotonic())
+                    indices.append(r.index)
+            except Exception:  # noqa: BLE001 - the sender's side raises it too
+                pass
 
         reader = threading.Thread(target=take, daemon=True)
         reader.start()
@@ -67,7 +70,7 @@ def run_client(url, token, a, seed, out):
                 time.sleep(max(0.0, t0 + i / a.fps - time.monotonic()))
             stream.send(frames[i % len(frames)])
             sent_at.append(time.monotonic())
-        stream.finish()
+        stream.finish(take=False)  # the reader takes the rest
         reader.join(a.timeout)
         out["seconds"] = time.monotonic() - t0
         if indices != list(range(a.frames)):
