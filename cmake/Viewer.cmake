@@ -1,15 +1,28 @@
-# The browser viewer (src/viewer, web/viewer): Boost.Beast for HTTP and WebSocket (headers only),
-# and the page bundled by esbuild from web/viewer's npm packages (scripts/setup.sh installs them)
-# and compiled into the library, so the program serves it offline from memory. AUTO builds it
-# when both are present; OFF (or AUTO without them) leaves `view` and `run --view` out.
+# The network servers, both on Boost.Beast (headers only) over the HTTP layer of src/net: the
+# stream server of `lingbot-map serve` (src/serve), built whenever Boost is found, and the browser
+# viewer (src/viewer, web/viewer), whose page is bundled by esbuild from web/viewer's npm packages
+# (scripts/setup.sh installs them) and compiled into the library, so the program serves it
+# offline from memory. LINGBOT_VIEWER=AUTO builds the viewer when both are present; OFF (or AUTO
+# without them) leaves `view` and `run --view` out. LINGBOT_SERVER works the same for `serve`.
 set(LINGBOT_VIEWER "AUTO" CACHE STRING
     "Browser viewer (needs Boost headers, node and web/viewer/node_modules): AUTO, ON or OFF")
+set(LINGBOT_SERVER "AUTO" CACHE STRING "Stream server `serve` (needs Boost headers): AUTO, ON or OFF")
 set(LINGBOT_WITH_VIEWER OFF)
+set(LINGBOT_WITH_SERVER OFF)
 set(LINGBOT_WEB ${CMAKE_SOURCE_DIR}/web/viewer)
-if(NOT LINGBOT_VIEWER STREQUAL "OFF")
+if(NOT LINGBOT_VIEWER STREQUAL "OFF" OR NOT LINGBOT_SERVER STREQUAL "OFF")
   find_path(LINGBOT_BEAST_INCLUDE boost/beast.hpp)
-  find_program(LINGBOT_NODE node)
   find_package(Threads)
+endif()
+if(NOT LINGBOT_SERVER STREQUAL "OFF")
+  if(LINGBOT_BEAST_INCLUDE AND Threads_FOUND)
+    set(LINGBOT_WITH_SERVER ON)
+  elseif(LINGBOT_SERVER STREQUAL "ON")
+    message(FATAL_ERROR "LINGBOT_SERVER=ON needs Boost headers (libboost-dev)")
+  endif()
+endif()
+if(NOT LINGBOT_VIEWER STREQUAL "OFF")
+  find_program(LINGBOT_NODE node)
   set(LINGBOT_ESBUILD ${LINGBOT_WEB}/node_modules/.bin/esbuild)
   if(LINGBOT_BEAST_INCLUDE AND LINGBOT_NODE AND EXISTS ${LINGBOT_ESBUILD} AND Threads_FOUND)
     set(LINGBOT_WITH_VIEWER ON)
@@ -18,7 +31,20 @@ if(NOT LINGBOT_VIEWER STREQUAL "OFF")
                         "`npm ci` in web/viewer (scripts/setup.sh does both)")
   endif()
 endif()
-message(STATUS "lingbot: browser viewer ${LINGBOT_WITH_VIEWER}")
+message(STATUS "lingbot: browser viewer ${LINGBOT_WITH_VIEWER}, stream server ${LINGBOT_WITH_SERVER}")
+
+if(LINGBOT_WITH_VIEWER OR LINGBOT_WITH_SERVER)
+  file(GLOB net_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/net/*.cpp)
+  target_sources(lingbot PRIVATE ${net_sources})
+  target_include_directories(lingbot PRIVATE ${LINGBOT_BEAST_INCLUDE})
+  target_link_libraries(lingbot PUBLIC Threads::Threads)
+endif()
+if(LINGBOT_WITH_SERVER)
+  file(GLOB serve_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/serve/*.cpp)
+  target_sources(lingbot PRIVATE ${serve_sources})
+  # For the program and the tests, as LINGBOT_HAVE_VIEWER below.
+  target_compile_definitions(lingbot INTERFACE LINGBOT_HAVE_SERVER=1)
+endif()
 
 if(LINGBOT_WITH_VIEWER)
   set(out ${CMAKE_BINARY_DIR}/viewer)
@@ -50,8 +76,6 @@ if(LINGBOT_WITH_VIEWER)
     VERBATIM)
   file(GLOB viewer_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/viewer/*.cpp)
   target_sources(lingbot PRIVATE ${viewer_sources} ${out}/assets_data.cpp)
-  target_include_directories(lingbot PRIVATE ${LINGBOT_BEAST_INCLUDE})
-  target_link_libraries(lingbot PUBLIC Threads::Threads)
   # For the program and the tests (and installed consumers): lingbot's own sources do not need it,
   # so switching the viewer recompiles only them.
   target_compile_definitions(lingbot INTERFACE LINGBOT_HAVE_VIEWER=1)

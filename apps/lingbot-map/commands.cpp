@@ -16,6 +16,7 @@ void register_commands(CLI::App& app) {
   add_convert(app);
   add_view(app);
   add_render(app);
+  add_serve(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -29,5 +29,6 @@ void add_preprocess(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_view(CLI::App& app);
 void add_render(CLI::App& app);
+void add_serve(CLI::App& app);
 
 }  // namespace lingbot::cli

@@ -1,12 +1,7 @@
-// HTTP and WebSocket on one port with Boost.Beast, all on one thread (an io_context run by the
-// server's thread): every session's state is touched only there, so it needs no locks. The
-// producer reaches it through the Scene (a mutex held for a push_back) and a posted wake-up.
-// Boost 1.74's asio uses std::exchange without including <utility> (C++20 coroutine support).
-#include <utility>
-// clang-format off
-#include <boost/asio.hpp>
-#include <boost/beast.hpp>
-// clang-format on
+// The viewer's WebSocket side (the HTTP side is net/http.h's), all on one thread (an
+// io_context run by the server's thread): every session's state is touched only there, so it
+// needs no locks. The producer reaches it through the Scene (a mutex held for a push_back) and a
+// posted wake-up.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -17,6 +12,7 @@
 
 #include "lingbot/error.h"
 #include "lingbot/viewer.h"
+#include "net/http.h"
 #include "viewer/assets.h"
 #include "viewer/control.h"
 #include "viewer/scene.h"
@@ -24,43 +20,16 @@
 namespace lingbot {
 namespace {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace net = boost::asio;
-using tcp = net::ip::tcp;
+using namespace net;  // beast, http, websocket, asio, tcp
 using viewer::Message;
 using viewer::Scene;
 
-constexpr auto kHttpTimeout = std::chrono::seconds(30);
-constexpr size_t kMaxRequestHeader = 8192;
 constexpr size_t kMaxReplies = 8;  // pongs waiting; more pings than this are not answered
 // Kernel send buffer per browser: bounds what a stalled one pins in the kernel, and lets the
 // back-pressure (and so the skipping of stale images) start after a fraction of a second.
 constexpr int kSendBuffer = 256 * 1024;
 
 class WsSession;
-
-// Other web pages the user has open must not read the viewer: a page served by another site can
-// open a WebSocket to 127.0.0.1 (browsers send its Origin, which then differs from the Host),
-// or reach it through a name it controls that resolves to 127.0.0.1 (DNS rebinding: the Host is
-// then that name). So on a loopback address the Host must be an address or localhost (served to
-// other machines, they may know it by name), and an Origin must always be the Host.
-bool trusted(const http::request<http::empty_body>& req, bool loopback) {
-  const std::string host(req[http::field::host]);
-  const std::string origin(req[http::field::origin]);
-  if (!origin.empty() && origin != "http://" + host && origin != "https://" + host) return false;
-  if (!loopback) return true;
-  std::string name = host;
-  if (name.starts_with('[')) {
-    name = name.substr(1, name.find(']') - 1);
-  } else if (std::count(name.begin(), name.end(), ':') == 1) {
-    name = name.substr(0, name.find(':'));
-  }
-  beast::error_code ec;
-  net::ip::make_address(name, ec);
-  return !ec || name == "localhost";
-}
 
 // The browsers connected; on the server's thread only.
 struct Hub {
@@ -81,7 +50,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
     beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().set_option(
-        net::socket_base::send_buffer_size(kSendBuffer), ignored);
+        asio::socket_base::send_buffer_size(kSendBuffer), ignored);
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(viewer::kMaxControlBytes);
     ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
@@ -107,7 +76,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
     writing_ = true;
     ws_.text(m.text);
     // The message's bytes are shared and immutable; the handler keeps them alive.
-    ws_.async_write(net::buffer(*m.data),
+    ws_.async_write(asio::buffer(*m.data),
                     [self = shared_from_this(), m](beast::error_code ec, size_t) {
                       self->writing_ = false;
                       if (ec) {
@@ -194,81 +163,6 @@ void Hub::close_all() {
   count = 0;
 }
 
-// One HTTP connection: serves the embedded assets, or hands the socket to a WsSession.
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
- public:
-  HttpSession(tcp::socket&& socket, Scene& scene, Hub& hub, int max_clients, bool loopback)
-      : stream_(std::move(socket)),
-        scene_(scene),
-        hub_(hub),
-        max_clients_(max_clients),
-        loopback_(loopback) {}
-
-  void read() {
-    parser_.emplace();
-    parser_->header_limit(kMaxRequestHeader);
-    parser_->body_limit(0);
-    stream_.expires_after(kHttpTimeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       if (ec) return self->shutdown();
-                       self->on_request(self->parser_->release());
-                     });
-  }
-
- private:
-  void on_request(http::request<http::empty_body> req) {
-    std::string_view target(req.target().data(), req.target().size());
-    target = target.substr(0, target.find('?'));
-    if (!trusted(req, loopback_))
-      return respond(req, http::status::forbidden, "text/plain", "unknown Host or Origin\n");
-    if (websocket::is_upgrade(req)) {
-      if (target == "/ws" && hub_.count < max_clients_) {
-        std::make_shared<WsSession>(stream_.release_socket(), scene_, hub_)->start(std::move(req));
-        return;
-      }
-      return respond(req,
-                     target == "/ws" ? http::status::service_unavailable : http::status::not_found,
-                     "text/plain", target == "/ws" ? "too many viewers\n" : "not found\n");
-    }
-    if (req.method() != http::verb::get && req.method() != http::verb::head)
-      return respond(req, http::status::method_not_allowed, "text/plain", "GET only\n");
-    if (const viewer::Asset* a = viewer::find_asset(target))
-      return respond(req, http::status::ok, a->type, a->body);
-    respond(req, http::status::not_found, "text/plain", "not found\n");
-  }
-
-  void respond(const http::request<http::empty_body>& req, http::status status,
-               std::string_view type, std::string_view body) {
-    auto res = std::make_shared<http::response<http::string_body>>(status, req.version());
-    res->set(http::field::server, "lingbot-map");
-    res->set(http::field::content_type, beast::string_view(type.data(), type.size()));
-    res->set(http::field::cache_control, "no-store");
-    res->set("X-Content-Type-Options", "nosniff");
-    res->keep_alive(req.keep_alive());
-    if (req.method() != http::verb::head) res->body().assign(body.data(), body.size());
-    res->content_length(body.size());
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
-                        if (ec || !res->keep_alive()) return self->shutdown();
-                        self->read();
-                      });
-  }
-
-  void shutdown() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  }
-
-  beast::tcp_stream stream_;
-  Scene& scene_;
-  Hub& hub_;
-  int max_clients_;
-  bool loopback_;
-  beast::flat_buffer buffer_{kMaxRequestHeader};
-  std::optional<http::request_parser<http::empty_body>> parser_;
-};
-
 }  // namespace
 
 struct ViewerServer::Impl {
@@ -282,30 +176,38 @@ struct ViewerServer::Impl {
   // From any thread: wakes the writers once however many changes come before they run.
   void wake() {
     if (!wake_pending.exchange(true))
-      net::post(ioc, [this] {
+      asio::post(ioc, [this] {
         wake_pending = false;
         hub.pump_all();
       });
   }
 
-  void accept() {
-    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec) return;  // closed by stop()
-      std::make_shared<HttpSession>(std::move(socket), *scene, hub, options.max_clients, loopback)
-          ->read();
-      accept();
-    });
+  // On the io thread: the page and its assets, or a browser's WebSocket.
+  void route(const std::shared_ptr<HttpSession>& http, Request&& req) {
+    const std::string_view path = path_of(req);
+    if (websocket::is_upgrade(req)) {
+      if (path == "/ws" && hub.count < options.max_clients) {
+        std::make_shared<WsSession>(http->release_socket(), *scene, hub)->start(std::move(req));
+        return;
+      }
+      return http->respond(
+          req, path == "/ws" ? http::status::service_unavailable : http::status::not_found,
+          "text/plain", path == "/ws" ? "too many viewers\n" : "not found\n");
+    }
+    if (const viewer::Asset* a = viewer::find_asset(path))
+      return http->respond(req, http::status::ok, a->type, a->body);
+    http->respond(req, http::status::not_found, "text/plain", "not found\n");
   }
 
   ViewerOptions options;
   std::shared_ptr<Scene> scene;  // shared with the sinks, which may outlive the server
   Hub hub;
-  net::io_context ioc{1};
-  tcp::acceptor acceptor{ioc};
+  asio::io_context ioc{1};
+  Listener listener{ioc, [this](const std::shared_ptr<HttpSession>& http, Request&& req) {
+                      route(http, std::move(req));
+                    }};
   std::atomic<bool> wake_pending{false};
   std::thread thread;
-  int port = 0;
-  bool loopback = true;  // listening on 127.0.0.1 or ::1 (see trusted)
 };
 
 namespace {
@@ -341,36 +243,17 @@ ViewerServer::~ViewerServer() {
 void ViewerServer::start() {
   Impl& s = *impl_;
   LINGBOT_CHECK(!s.thread.joinable(), "viewer already started");
-  const std::string where = s.options.host + ":" + std::to_string(s.options.port);
-  beast::error_code ec;
-  const auto address = net::ip::make_address(s.options.host, ec);
-  if (ec)
-    throw Error("viewer: --view-host must be an IP address, got '" + s.options.host + "'",
-                ErrorKind::InvalidArgument);
-  const tcp::endpoint endpoint(address, static_cast<unsigned short>(s.options.port));
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    s.acceptor.close(ec);
-    throw Error("viewer: cannot listen on " + where + ": " + ec.message() + " (another --port?)");
-  }
-  s.port = s.acceptor.local_endpoint().port();
-  s.loopback = address.is_loopback();
+  s.listener.listen(s.options.host, s.options.port, "viewer", "--view-host");
   s.scene->on_change([impl = impl_.get()] { impl->wake(); });
-  s.accept();
   s.thread = std::thread([&s] { s.ioc.run(); });
 }
 
 int ViewerServer::port() const {
-  return impl_->port;
+  return impl_->listener.port();
 }
 
 std::string ViewerServer::url() const {
-  const std::string& h = impl_->options.host;
-  const bool v6 = h.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + h + "]" : h) + ":" + std::to_string(impl_->port) + "/";
+  return net::url(impl_->options.host, impl_->listener.port());
 }
 
 std::shared_ptr<ResultSink> ViewerServer::sink(int64_t expected_frames) {
@@ -408,9 +291,8 @@ void ViewerServer::stop() {
   Impl& s = *impl_;
   s.scene->on_change({});  // sinks may live on; they no longer wake this server
   if (!s.thread.joinable()) return;
-  net::post(s.ioc, [&s] {
-    beast::error_code ignored;
-    s.acceptor.close(ignored);
+  asio::post(s.ioc, [&s] {
+    s.listener.close();
     s.hub.close_all();
     s.ioc.stop();
   });

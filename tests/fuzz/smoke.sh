@@ -32,9 +32,14 @@ target_path() {
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle" "$work/viewer_control"
+mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle" "$work/viewer_control" \
+  "$work/serve_protocol"
 printf '{"op":"ping","id":7}' >"$work/viewer_control/ping.json"
 printf '{"op":"images","on":false}' >"$work/viewer_control/images.json"
+printf '{"type":"start","width":640,"height":480,"frames":10,"maps":true,"stream":{"window":16}}' \
+  >"$work/serve_protocol/start.json"
+printf '{"type":"finish"}' >"$work/serve_protocol/finish.json"
+printf 'LBR1\x02\x00\x00\x00\x01\x00\x00\x00\x03\x00\x00\x00abcdef' >"$work/serve_protocol/raw.bin"
 
 cp "$fixtures/ptcases/expected.safetensors" "$work/safetensors/"
 cp "$fixtures"/ptcases/*.pt "$work/torch_pt/"
@@ -54,11 +59,12 @@ fi
 printf '\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01u.' >"$work/pickle/dict.pkl"
 
 failed=0
-for name in safetensors torch_pt pickle viewer_control; do
+for name in safetensors torch_pt pickle viewer_control serve_protocol; do
   bin=$(target_path "fuzz_$name")
   dict="$here/pickle.dict"
   [[ $name == safetensors ]] && dict="$here/safetensors.dict"
   [[ $name == viewer_control ]] && dict="$here/viewer_control.dict"
+  [[ $name == serve_protocol ]] && dict="$here/serve_protocol.dict"
   log="$work/fuzz_$name.log"
   mkdir -p "$build/fuzz-crashes"
   set +e

@@ -1,0 +1,186 @@
+#include "serve/connection.h"
+
+#include <cstdio>
+
+#include "lingbot/error.h"
+
+namespace lingbot::serve {
+
+using namespace net;  // beast, websocket, asio, tcp
+
+// A message is read this much at a time, so that one larger than allowed is refused when its
+// first bytes beyond the limit arrive, with a reason, rather than buffered whole.
+constexpr size_t kReadChunk = 256 * 1024;
+
+StreamConnection::StreamConnection(tcp::socket&& socket, Context& ctx)
+    : ws_(std::move(socket)), ctx_(ctx) {
+  ++ctx_.connections;
+}
+
+StreamConnection::~StreamConnection() {
+  --ctx_.connections;
+  if (worker_) worker_->cancel(Outcome::Disconnected);
+}
+
+void StreamConnection::start(Request req) {
+  beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
+  ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  ws_.read_message_max(0);  // read() enforces the limits, per message type
+  ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+    if (ec) return;
+    self->read();
+  });
+}
+
+void StreamConnection::read() {
+  const auto self = std::move(paused_);
+  if (reading_ || closed_ || state_ == State::Closing) return;
+  reading_ = true;
+  ws_.async_read_some(in_, kReadChunk, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->reading_ = false;
+    if (ec) return self->gone();
+    self->on_message();
+  });
+}
+
+void StreamConnection::on_message() {
+  const bool text = ws_.got_text();
+  const size_t limit = text ? kMaxTextBytes : ctx_.options.max_frame_bytes;
+  if (in_.size() > limit)
+    return fail(1009, std::string(text ? "text" : "frame") + " message larger than " +
+                          std::to_string(limit) + " bytes");
+  if (!ws_.is_message_done()) return read();
+  std::string msg = beast::buffers_to_string(in_.data());
+  in_.consume(in_.size());
+  if (text)
+    on_text(msg);
+  else
+    on_frame(std::move(msg));
+  // Stop reading while the session has its fill of frames: the client then waits on TCP.
+  if (state_ != State::Streaming || worker_->wants_frames())
+    read();
+  else
+    paused_ = shared_from_this();
+}
+
+void StreamConnection::on_text(const std::string& text) {
+  ClientText m;
+  try {
+    m = parse_client_text(text, ctx_.options.stream);
+  } catch (const Error& e) {
+    return fail(1008, e.what());
+  }
+  if (state_ == State::Finishing) return fail(1008, "message after \"finish\"");
+  if (m.type == ClientText::Type::Finish) {
+    if (state_ == State::AwaitStart) return fail(1008, "\"finish\" before \"start\"");
+    state_ = State::Finishing;
+    worker_->finish();
+    return;
+  }
+  if (state_ != State::AwaitStart) return fail(1008, "a second \"start\"");
+  Context::Opened o;
+  try {
+    o = ctx_.open(m.start, [self = weak_from_this(), ex = ws_.get_executor()] {
+      asio::post(ex, [self] {
+        if (auto c = self.lock()) c->wake();
+      });
+    });
+  } catch (const Error& e) {  // the preflight cannot plan it
+    return fail(1008, e.what());
+  }
+  if (!o.worker) {
+    state_ = State::Closing;
+    final_ = Outgoing{.data = refused_json(o.refused, o.need, o.free), .close_code = 1013};
+    return pump();
+  }
+  worker_ = o.worker;
+  id_ = o.id;
+  state_ = State::Streaming;
+  // Sent before any result: the worker's messages wait until this one is on its way.
+  final_ = Outgoing{.data = ready_json(o.id, o.device, m.start, o.need)};
+  pump();
+}
+
+void StreamConnection::on_frame(std::string bytes) {
+  if (state_ == State::AwaitStart) return fail(1008, "a frame before \"start\"");
+  if (state_ == State::Finishing) return fail(1008, "a frame after \"finish\"");
+  worker_->push(std::move(bytes), Clock::now());
+}
+
+void StreamConnection::fail(int code, const std::string& reason) {
+  if (state_ == State::Closing) return;
+  if (worker_)
+    worker_->cancel(Outcome::Error);
+  else
+    ctx_.metrics.ended("", Outcome::Error);
+  state_ = State::Closing;
+  final_ = Outgoing{.data = error_json(reason), .close_code = code};
+  pump();
+}
+
+void StreamConnection::go_away() {
+  if (closed_) return;
+  if (worker_) worker_->cancel(Outcome::Disconnected);
+  if (state_ == State::Closing) return;
+  state_ = State::Closing;
+  final_ = Outgoing{.close_code = 1001};  // no message, only the close
+  pump();
+}
+
+void StreamConnection::close() {
+  closed_ = true;
+  paused_.reset();
+  beast::error_code ignored;
+  beast::get_lowest_layer(ws_).socket().close(ignored);
+}
+
+void StreamConnection::wake() {
+  pump();
+  if (state_ == State::Streaming && worker_->wants_frames()) read();
+}
+
+void StreamConnection::pump() {
+  if (writing_ || closed_ || close_queued_) return;
+  std::optional<Outgoing> m;
+  if (final_) {
+    m = std::move(final_);
+    final_.reset();
+  } else if (worker_) {  // a cancelled worker has none
+    m = worker_->pop();
+  }
+  if (!m) return;
+  if (m->close_code) {
+    close_queued_ = true;
+    state_ = State::Closing;
+  }
+  const auto msg = std::make_shared<Outgoing>(std::move(*m));
+  const auto on_sent = [self = shared_from_this(), msg](beast::error_code ec) {
+    self->writing_ = false;
+    if (ec) return self->gone();
+    if (msg->result) self->ctx_.metrics.result_sent(self->id_, Clock::now() - msg->received);
+    if (!msg->close_code) return self->pump();
+    const auto code = static_cast<websocket::close_code>(msg->close_code);
+    self->writing_ = true;
+    self->ws_.async_close(code, [self](beast::error_code) {
+      self->writing_ = false;
+      self->closed_ = true;
+      self->paused_.reset();
+    });
+  };
+  writing_ = true;
+  if (msg->data.empty() && msg->close_code && !msg->binary) {
+    on_sent({});  // a close alone
+    return;
+  }
+  ws_.binary(msg->binary);
+  ws_.async_write(asio::buffer(msg->data),
+                  [on_sent](beast::error_code ec, size_t) { on_sent(ec); });
+}
+
+void StreamConnection::gone() {
+  closed_ = true;
+  paused_.reset();
+  if (worker_) worker_->cancel(Outcome::Disconnected);
+}
+
+}  // namespace lingbot::serve

@@ -1,0 +1,429 @@
+// The stream server (`lingbot-map serve`) over loopback with real sockets: concurrent clients
+// get the results each stream gets alone, in order; a killed client frees its session; bad
+// messages end their stream with a reason and never the server; admission control refuses what
+// does not fit; the token; /metrics and /v1/info; many streams leave the server as it was.
+// Waits are for conditions, never for a speed.
+#ifdef LINGBOT_HAVE_SERVER
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "camera_streams.h"
+#include "lingbot/error.h"
+#include "lingbot/image.h"
+#include "lingbot/preflight.h"
+#include "lingbot/server.h"
+#include "serve/protocol.h"
+#include "serve_client.h"
+#include "test_util.h"
+
+namespace lingbot {
+namespace {
+
+using namespace test::serve;
+using test::streams::Camera;
+
+const EngineOptions kTiny{.model = "synthetic:1", .arch = "tiny"};
+
+// The tiny fixture's frames as the files' bytes (PNG) and as raw RGB messages.
+struct Frames {
+  std::vector<std::string> png, raw;
+  int width = 0, height = 0;
+};
+
+const Frames& frames() {
+  static const Frames f = [] {
+    Frames f;
+    for (const std::string& path : list_images(test::fixtures_dir() + "/tiny/frames")) {
+      std::ifstream in(path, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      f.png.push_back(ss.str());
+      const ImageU8 img = load_image(path);
+      std::string raw = "LBR1";
+      for (uint32_t v : {uint32_t(img.height), uint32_t(img.width), 3u})
+        for (int b = 0; b < 4; ++b) raw += char((v >> (8 * b)) & 0xff);
+      raw.append(img.rgb.begin(), img.rgb.end());
+      f.raw.push_back(std::move(raw));
+      f.width = img.width;
+      f.height = img.height;
+    }
+    return f;
+  }();
+  return f;
+}
+
+json start_message(const StreamOptions& s, bool maps = true, int64_t n = 0) {
+  return {{"type", "start"},
+          {"width", frames().width},
+          {"height", frames().height},
+          {"preprocess", "none"},
+          {"frames", n},
+          {"maps", maps},
+          {"stream",
+           {{"scale_frames", s.scale_frames},
+            {"window", s.window},
+            {"keyframe_interval", s.keyframe_interval},
+            {"flow_threshold", s.flow_threshold},
+            {"max_non_keyframe_gap", s.max_non_keyframe_gap}}}};
+}
+
+// Camera i of the batched-session tests, as messages: frame t is fixture frame (t + 3i) % 16.
+Script camera_script(const Camera& cam, size_t i, bool png) {
+  Script s;
+  s.text(start_message(cam.options).dump());
+  const size_t n = frames().raw.size();
+  for (size_t t = 0; t < cam.frames.size(); ++t)
+    s.binary(png ? frames().png[(t + 3 * i) % n] : frames().raw[(t + 3 * i) % n]);
+  s.text(R"({"type":"finish"})");
+  return s;
+}
+
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { engine_ = Engine::create(kTiny).release(); }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+  std::unique_ptr<StreamServer> serve(ServerOptions o = {}) {
+    o.port = 0;
+    o.engines = {{engine_, kTiny}};
+    auto s = std::make_unique<StreamServer>(o);
+    s->start();
+    return s;
+  }
+  // Polls the server's own counters until `done` (a session ends on its worker's thread after
+  // the client has gone). The deadline only catches a hang; no speed is assumed below it.
+  static bool eventually(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  static bool idle(const StreamServer& s) {
+    const ServerStats st = s.stats();
+    return st.sessions == 0 && st.devices.at(0).reserved_bytes == 0 &&
+           st.devices.at(0).sessions == 0;
+  }
+  static Engine* engine_;
+};
+Engine* Serve::engine_ = nullptr;
+
+// Prometheus text: "name{labels} value" lines, comments skipped.
+std::map<std::string, double> parse_metrics(const std::string& text) {
+  std::map<std::string, double> m;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    m[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return m;
+}
+
+TEST_F(Serve, ConcurrentClientsGetTheResultsOfEachStreamAloneInOrder) {
+  const std::vector<Camera> cams = test::streams::cameras(4);
+  std::vector<test::streams::Results> alone;
+  for (const Camera& cam : cams) alone.push_back(test::streams::run_alone(*engine_, cam));
+  auto server = serve();
+  std::vector<Stream> got(cams.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < cams.size(); ++i)
+    clients.emplace_back(
+        [&, i] { got[i] = stream(server->port(), camera_script(cams[i], i, /*png=*/i == 1)); });
+  for (auto& c : clients) c.join();
+  int64_t frames_sent = 0;
+  for (size_t i = 0; i < cams.size(); ++i) {
+    const std::string what = "client " + std::to_string(i);
+    ASSERT_TRUE(got[i].error.empty()) << what << ": " << got[i].describe();
+    ASSERT_NE(got[i].find("ready"), nullptr) << what;
+    EXPECT_EQ(got[i].texts.front().at("type"), "ready") << what;
+    const json* fin = got[i].find("finished");
+    ASSERT_NE(fin, nullptr) << what;
+    EXPECT_EQ(fin->at("frames"), cams[i].frames.size()) << what;
+    EXPECT_EQ(got[i].texts.back().at("type"), "finished") << what;
+    EXPECT_EQ(got[i].close_code, 1000) << what;
+    // In order, none lost (expect_same checks the indices), equal to the stream alone.
+    test::streams::expect_same(got[i].results(), alone[i], what);
+    frames_sent += static_cast<int64_t>(cams[i].frames.size());
+  }
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+
+  const HttpReply r = get(server->port(), "/metrics");
+  ASSERT_EQ(r.status, 200);
+  const auto m = parse_metrics(r.body);
+  EXPECT_EQ(m.at("lingbot_frames_total"), double(frames_sent));
+  EXPECT_EQ(m.at("lingbot_sessions_total{outcome=\"finished\"}"), double(cams.size()));
+  EXPECT_EQ(m.at("lingbot_sessions_total{outcome=\"error\"}"), 0);
+  EXPECT_EQ(m.at("lingbot_sessions_active"), 0);
+  EXPECT_EQ(m.at("lingbot_device_memory_reserved_bytes{device=\"cpu\"}"), 0);
+  EXPECT_GT(m.at("lingbot_device_memory_free_bytes{device=\"cpu\"}"), 0);
+  EXPECT_GE(m.at("lingbot_frame_latency_seconds{quantile=\"0.99\"}"),
+            m.at("lingbot_frame_latency_seconds{quantile=\"0.5\"}"));
+  EXPECT_EQ(server->stats().frames, frames_sent);
+}
+
+TEST_F(Serve, AClientKilledMidStreamFreesItsSession) {
+  auto server = serve();
+  StreamOptions o{.scale_frames = 2, .window = 4};
+  Script s;
+  s.text(start_message(o).dump());
+  for (int t = 0; t < 8; ++t) s.binary(frames().raw[t]);
+  s.drop_after = 6;  // the start and five frames, then gone once a reply has come
+  const Stream got = stream(server->port(), s);
+  EXPECT_NE(got.find("ready"), nullptr);
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+  const ServerStats st = server->stats();
+  EXPECT_EQ(st.disconnected, 1);
+  EXPECT_EQ(st.finished, 0);
+  // The server goes on: a whole stream after it.
+  Script again;
+  again.text(start_message(o).dump());
+  for (int t = 0; t < 3; ++t) again.binary(frames().raw[t]);
+  again.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), again);
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.error;
+  EXPECT_EQ(ok.results().size(), 3u);
+}
+
+TEST_F(Serve, BadMessagesEndTheirStreamWithAReasonNotTheServer) {
+  ServerOptions o;
+  o.max_frame_bytes = 64 * 1024;
+  auto server = serve(o);
+  const std::string start = start_message({.scale_frames = 2}).dump();
+  std::string png_garbage = frames().png[0].substr(0, 64) + std::string(100, 'x');
+  struct Case {
+    const char* what;
+    std::vector<std::pair<bool, std::string>> messages;
+    int code;
+  };
+  const std::vector<Case> cases = {
+      {"not JSON", {{false, "hello"}}, 1008},
+      {"unknown field", {{false, R"({"type":"start","width":56,"height":42,"colour":1})"}}, 1008},
+      {"unknown stream field",
+       {{false, R"({"type":"start","width":56,"height":42,"stream":{"x":1}})"}},
+       1008},
+      {"missing size", {{false, R"({"type":"start"})"}}, 1008},
+      {"unknown type", {{false, R"({"type":"go"})"}}, 1008},
+      {"frame before start", {{true, frames().raw[0]}}, 1008},
+      {"finish before start", {{false, R"({"type":"finish"})"}}, 1008},
+      {"second start", {{false, start}, {false, start}}, 1008},
+      {"wrong-size frame",
+       {{false, start},
+        {true, std::string("LBR1\x02\0\0\0\x02\0\0\0\x03\0\0\0", 16) + std::string(12, 'a')}},
+       1008},
+      {"raw frame shorter than its header says",
+       {{false, start}, {true, frames().raw[0].substr(0, 1000)}},
+       1008},
+      {"undecodable bytes", {{false, start}, {true, "hello, not a picture"}}, 1008},
+      {"broken PNG", {{false, start}, {true, png_garbage}}, 1008},
+      {"oversized frame", {{false, start}, {true, std::string(100 * 1024, 'x')}}, 1009},
+      {"oversized text", {{false, std::string(5000, ' ')}}, 1009},
+  };
+  for (const Case& c : cases) {
+    Script s;
+    s.messages = c.messages;
+    const Stream got = stream(server->port(), s);
+    ASSERT_TRUE(got.handshake) << c.what;
+    const json* err = got.find("error");
+    ASSERT_NE(err, nullptr) << c.what << ": no error message; " << got.error;
+    const std::string reason = err->at("reason");
+    EXPECT_FALSE(reason.empty()) << c.what;
+    EXPECT_EQ(reason.find('\n'), std::string::npos) << c.what;
+    EXPECT_EQ(got.close_code, c.code) << c.what << ": " << reason;
+  }
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+  EXPECT_EQ(server->stats().errors, int64_t(cases.size()));
+  // Unknown paths and the health check.
+  EXPECT_EQ(get(server->port(), "/nowhere").status, 404);
+  EXPECT_EQ(get(server->port(), "/healthz").body, "ok\n");
+  // A good stream after all that.
+  Script good;
+  good.text(start);
+  good.binary(frames().png[0]);
+  good.binary(frames().raw[1]);
+  good.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), good);
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.error;
+  EXPECT_EQ(ok.results().size(), 2u);
+}
+
+TEST_F(Serve, AdmissionRefusesWhatDoesNotFitBesideTheStreamsAdmitted) {
+  const StreamOptions so{.scale_frames = 2, .window = 3};
+  // What one such stream reserves: its preflight, beside the weights.
+  const MemoryEstimate need = preflight({.engine = kTiny,
+                                         .height = frames().height,
+                                         .width = frames().width,
+                                         .frames = so.scale_frames + so.window,
+                                         .stream = so,
+                                         .results = {.predictions = false, .on_host = true}})
+                                  .need;
+  const size_t one = need.total - need.weights;
+  ServerOptions o;
+  o.memory_budget = one + one / 2;  // room for one stream, not two
+  auto server = serve(o);
+
+  // The first stream stays open (no finish) while the second asks.
+  Script first;
+  first.text(start_message(so, false).dump());
+  first.binary(frames().raw[0]);
+  StreamClient holder(server->port(), first);
+  Stream held;
+  std::thread holding([&] { held = holder.run(); });
+  ASSERT_TRUE(eventually([&] { return server->stats().sessions == 1; }));
+  Script second;
+  second.text(start_message(so, false).dump());
+  const Stream refused = stream(server->port(), second);
+  holder.drop();
+  holding.join();
+  const json* r = refused.find("refused");
+  ASSERT_NE(r, nullptr) << refused.error;
+  EXPECT_EQ(r->at("need_bytes").get<size_t>(), one);
+  EXPECT_LT(r->at("free_bytes").get<size_t>(), one);
+  EXPECT_EQ(refused.close_code, 1013);
+  EXPECT_NE(held.find("ready"), nullptr);
+  EXPECT_EQ(held.find("ready")->at("estimate_bytes").get<size_t>(), one);
+
+  // Once the first has gone, the same stream is admitted.
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+  Script third = second;
+  third.binary(frames().raw[0]);
+  third.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), third);
+  EXPECT_NE(ok.find("finished"), nullptr) << ok.error;
+  EXPECT_EQ(server->stats().refused, 1);
+
+  // A budget smaller than any stream refuses every one, with the numbers, and nothing breaks.
+  o.memory_budget = 1000;
+  auto tight = serve(o);
+  const Stream no = stream(tight->port(), second);
+  ASSERT_NE(no.find("refused"), nullptr);
+  EXPECT_EQ(no.find("refused")->at("free_bytes").get<size_t>(), 1000u);
+}
+
+TEST_F(Serve, TheTokenIsRequiredWhereSetAndAccepted) {
+  ServerOptions o;
+  o.token = "s3cret-token";
+  auto server = serve(o);
+  EXPECT_EQ(get(server->port(), "/healthz").status, 200);  // for load balancers
+  EXPECT_EQ(get(server->port(), "/metrics").status, 401);
+  EXPECT_EQ(get(server->port(), "/metrics", "wrong").status, 401);
+  EXPECT_EQ(get(server->port(), "/metrics", "s3cret-token").status, 200);
+  EXPECT_EQ(get(server->port(), "/v1/info?token=s3cret-token").status, 200);
+  EXPECT_EQ(get(server->port(), "/v1/info?token=s3cret-tokem").status, 401);
+  Script s;
+  s.target = "/v1/stream?token=nope";
+  s.text(start_message({.scale_frames = 1}).dump());
+  EXPECT_FALSE(stream(server->port(), s).handshake);
+  s.target = "/v1/stream?token=s3cret-token";
+  s.binary(frames().raw[0]);
+  s.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), s);
+  EXPECT_NE(ok.find("finished"), nullptr) << ok.error;
+}
+
+TEST_F(Serve, InfoDescribesTheModelDevicesAndLiveSessions) {
+  auto server = serve();
+  const HttpReply r = get(server->port(), "/v1/info");
+  ASSERT_EQ(r.status, 200);
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j.at("model").at("arch"), "tiny");
+  EXPECT_GT(j.at("model").at("parameters").get<size_t>(), 0u);
+  ASSERT_EQ(j.at("devices").size(), 1u);
+  EXPECT_EQ(j.at("devices")[0].at("device"), "cpu");
+  EXPECT_EQ(j.at("devices")[0].at("sessions"), 0);
+  EXPECT_TRUE(j.at("sessions").empty());
+}
+
+// Many short streams in rounds: every frame answered, and afterwards the server holds what it
+// held before (no session, no reservation, the counters exactly the frames sent).
+TEST_F(Serve, LoadLeavesTheServerAsItWas) {
+  ServerOptions o;
+  o.max_sessions = 4;
+  auto server = serve(o);
+  const StreamOptions so{.scale_frames = 2, .window = 3};
+  const int rounds = 3, clients = 4, per_client = 5;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<Stream> got(clients);
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c)
+      threads.emplace_back([&, c] {
+        Script s;
+        s.text(start_message(so, c % 2 == 0, per_client).dump());
+        for (int t = 0; t < per_client; ++t) s.binary(frames().raw[(t + c + round) % 16]);
+        s.text(R"({"type":"finish"})");
+        got[c] = stream(server->port(), s);
+      });
+    for (auto& t : threads) t.join();
+    for (int c = 0; c < clients; ++c) {
+      const auto results = got[c].results();
+      ASSERT_EQ(results.size(), size_t(per_client)) << "round " << round << " client " << c;
+      for (int t = 0; t < per_client; ++t) EXPECT_EQ(results[t].index, t);
+    }
+    ASSERT_TRUE(eventually([&] { return idle(*server); }));
+  }
+  const ServerStats st = server->stats();
+  EXPECT_EQ(st.frames, int64_t(rounds) * clients * per_client);
+  EXPECT_EQ(st.finished, rounds * clients);
+  EXPECT_EQ(st.errors + st.refused + st.disconnected, 0);
+  EXPECT_EQ(st.devices.at(0).reserved_bytes, 0u);
+}
+
+TEST_F(Serve, StopClosesLiveStreams) {
+  auto server = serve();
+  Script s;
+  s.text(start_message({.scale_frames = 2}).dump());
+  s.binary(frames().raw[0]);
+  Stream got;
+  std::thread client([&] { got = stream(server->port(), s); });
+  ASSERT_TRUE(eventually([&] { return server->stats().sessions == 1; }));
+  server->stop();
+  client.join();
+  EXPECT_EQ(got.close_code, 1001);
+  EXPECT_TRUE(idle(*server));
+}
+
+TEST(ServeProtocol, StartMessagesAndFrameHeaders) {
+  const auto c = serve::parse_client_text(
+      R"({"type":"start","width":640,"height":480,"frames":10,"stream":{"window":16}})", {});
+  EXPECT_EQ(c.start.model_width, 518);
+  EXPECT_EQ(c.start.model_height, 392);  // 480 * 518 / 640 = 388.5, to a multiple of 14
+  EXPECT_EQ(c.start.stream.window, 16);
+  EXPECT_EQ(c.start.stream.scale_frames, 8);
+  const auto pad = serve::parse_client_text(
+      R"({"type":"start","width":640,"height":480,"preprocess":"pad","target":280})", {});
+  EXPECT_EQ(pad.start.model_width, 280);
+  EXPECT_EQ(pad.start.model_height, 280);
+  for (const char* bad :
+       {R"({"type":"start","width":0,"height":10})", R"({"type":"start","width":10.5,"height":10})",
+        R"({"type":"start","width":10,"height":10,"target":500})",
+        R"({"type":"start","width":30,"height":28,"preprocess":"none"})",
+        R"({"type":"start","width":10,"height":10,"stream":{"window":0}})",
+        R"({"type":"start","width":10,"height":10,"stream":[]})", R"({"type":"finish","x":1})",
+        "[]", "", "\xff"}) {
+    try {
+      serve::parse_client_text(bad, {});
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+  const std::string& raw = frames().raw[0];
+  const auto h =
+      serve::parse_frame_header(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+  EXPECT_EQ(h.format, serve::FrameHeader::Format::Raw);
+  EXPECT_EQ(h.width, frames().width);
+  EXPECT_THROW(serve::parse_frame_header(reinterpret_cast<const uint8_t*>(raw.data()), 20), Error);
+}
+
+}  // namespace
+}  // namespace lingbot
+#endif
