@@ -2,9 +2,11 @@
 // prints each frame's camera position as it comes back: lingbot's public API reads the frames,
 // Boost.Beast carries them (wire protocol: docs/SERVE.md).
 //
-//   stream_client INPUT [HOST [PORT]]      token, if the server has one: LINGBOT_SERVE_TOKEN
+//   stream_client INPUT [HOST [PORT [PREPROCESS]]]    token, if the server has one:
+//                                                    LINGBOT_SERVE_TOKEN
 //
-// Frames are sent as decoded RGB ("LBR1" messages); the server preprocesses them. Sending and
+// Frames are sent as decoded RGB ("LBR1" messages); the server preprocesses them (PREPROCESS:
+// crop, the default, pad or none, with sides that are multiples of 14). Sending and
 // reading run as two coroutines on one thread: the server reads only a few frames ahead of its
 // model and pauses when its results are not read, so a client that only sent, or only read,
 // could wait on the server while the server waits on it.
@@ -102,7 +104,8 @@ awaitable<void> read_results(Socket& ws) {
   }
 }
 
-awaitable<void> stream(std::string host, std::string port, lingbot::FrameSource& source) {
+awaitable<void> stream(std::string host, std::string port, std::string preprocess,
+                       lingbot::FrameSource& source) {
   auto executor = co_await asio::this_coro::executor;
   auto socket = std::make_shared<Socket>(executor);
   Socket& ws = *socket;
@@ -112,9 +115,11 @@ awaitable<void> stream(std::string host, std::string port, lingbot::FrameSource&
       co_await asio::ip::tcp::resolver(executor).async_resolve(host, port, use_awaitable);
   co_await tcp.async_connect(endpoints, use_awaitable);
   tcp.expires_never();  // the websocket's own timeouts from here on
-  // A server that answers nothing for 30 s, not even the pings sent after 15 s of silence.
+  // A server that sends nothing for 5 minutes, not even a pong, has failed. (It answers pings
+  // only while it reads, and stops reading while its model works through the frames it has;
+  // on a CPU the first results can take a minute.)
   ws.set_option(
-      websocket::stream_base::timeout{std::chrono::seconds(15), std::chrono::seconds(30), true});
+      websocket::stream_base::timeout{std::chrono::seconds(15), std::chrono::seconds(300), true});
   ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
     if (const char* token = std::getenv("LINGBOT_SERVE_TOKEN"))
       req.set(beast::http::field::authorization, std::string("Bearer ") + token);
@@ -126,7 +131,8 @@ awaitable<void> stream(std::string host, std::string port, lingbot::FrameSource&
   const json start = {{"type", "start"},
                       {"width", first->dim(1)},
                       {"height", first->dim(0)},
-                      {"frames", source.count()}};
+                      {"frames", source.count()},
+                      {"preprocess", preprocess}};
   co_await ws.async_write(asio::buffer(start.dump()), use_awaitable);
   const json ready = co_await read_json(ws);
   if (ready.value("type", "") != "ready") throw server_error(ready);
@@ -156,8 +162,10 @@ awaitable<void> stream(std::string host, std::string port, lingbot::FrameSource&
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 4) {
-    std::fprintf(stderr, "usage: %s INPUT [HOST [PORT]]   (INPUT: folder, video, camera, URL)\n",
+  if (argc < 2 || argc > 5) {
+    std::fprintf(stderr,
+                 "usage: %s INPUT [HOST [PORT [crop|pad|none]]]   (INPUT: a folder, video, "
+                 "camera or URL)\n",
                  argv[0]);
     return 2;
   }
@@ -171,7 +179,8 @@ int main(int argc, char** argv) {
     asio::io_context io;
     std::exception_ptr error;
     asio::co_spawn(io,
-                   stream(argc > 2 ? argv[2] : "127.0.0.1", argc > 3 ? argv[3] : "8090", *source),
+                   stream(argc > 2 ? argv[2] : "127.0.0.1", argc > 3 ? argv[3] : "8090",
+                          argc > 4 ? argv[4] : "crop", *source),
                    [&](std::exception_ptr e) { error = e; });
     io.run();
     if (error) std::rethrow_exception(error);

@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--url", default="http://127.0.0.1:8090", help="the server")
     ap.add_argument("--token", default=os.environ.get("LINGBOT_SERVE_TOKEN"))
     ap.add_argument("--fps", type=float, default=10, help="video sampling rate (0 = all)")
+    ap.add_argument("--preprocess", default="crop", choices=["crop", "pad", "none"],
+                    help="the server's resizing (none: sides must be multiples of 14)")
     ap.add_argument("--window", type=int, default=None, help="the server's default if not set")
     ap.add_argument("--out", help="write the camera-to-world poses here (KITTI format)")
     a = ap.parse_args()
@@ -73,6 +75,7 @@ def main():
 
     try:
         with Client(a.url, token=a.token).start(width=w, height=h, frames=count,
+                                                 preprocess=a.preprocess,
                                                  stream=options) as stream:
             print(f"session {stream.session} on {stream.device}: {w}x{h} frames, model input "
                   f"{stream.model_width}x{stream.model_height}", file=sys.stderr)

@@ -72,7 +72,8 @@ class ServerError(ClientError):
 
 @dataclass
 class Result:
-    """One frame's predictions, as lingbot_map.FrameResult (float32 arrays)."""
+    """One frame's predictions, as lingbot_map.FrameResult (float32 arrays; a non-finite value
+    of a degenerate prediction arrives as NaN)."""
     index: int
     keyframe: bool
     scale_frame: bool
@@ -135,7 +136,8 @@ def _frame_size(data: bytes):
 
 
 def _array(values, shape, what):
-    a = np.asarray(values, dtype=np.float32)
+    # JSON has no infinity or NaN: the server writes a non-finite number as null.
+    a = np.asarray([np.nan if v is None else v for v in values], dtype=np.float32)
     if a.size != int(np.prod(shape)):
         raise ClientError(f"result {what} has {a.size} values, expected {int(np.prod(shape))}")
     return a.reshape(shape)

@@ -72,10 +72,12 @@ def test_results_come_in_order_and_match_the_engine(server):
     for image in images:
         want += session.push(image)
     want += session.finish()
+    # (JSON carries a non-finite number as null, which the client reads as NaN.)
+    finite = lambda a: np.where(np.isfinite(a), a, np.nan)  # noqa: E731
     for r, w in zip(got, want):
-        np.testing.assert_allclose(r.pose_enc, w.pose_enc, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(r.c2w, w.c2w, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(r.intrinsics, w.intrinsics, rtol=1e-4, atol=1e-5)
+        for name in ("pose_enc", "c2w", "w2c", "intrinsics"):
+            np.testing.assert_allclose(getattr(r, name), finite(getattr(w, name)), rtol=1e-4,
+                                       atol=1e-5, err_msg=f"frame {r.index} {name}")
         assert r.keyframe == w.keyframe
     wait_idle(server)
 
@@ -98,7 +100,7 @@ def test_errors_refusals_and_disconnects_free_their_sessions(server):
     with pytest.raises(lc.ServerError, match="[Uu]nknown|stream_options_that_do_not_exist"):
         start(server, stream={"stream_options_that_do_not_exist": 1})
     with pytest.raises(lc.Refused) as refused:  # far beyond any memory
-        start(server, width=14 * 4000, height=14 * 4000, frames=100000)
+        start(server, width=14 * 900, height=14 * 900, frames=100000)
     assert refused.value.need_bytes > refused.value.free_bytes
 
     with start(server) as stream:
@@ -117,7 +119,7 @@ def test_errors_refusals_and_disconnects_free_their_sessions(server):
     outcome = lambda m, o: m.get("lingbot_sessions_total", 0, outcome=o)  # noqa: E731
     assert outcome(after, "refused") == outcome(before, "refused") + 1
     assert outcome(after, "disconnected") >= outcome(before, "disconnected") + 1
-    assert outcome(after, "error") >= outcome(before, "error") + 2
+    assert outcome(after, "error") >= outcome(before, "error") + 1  # the wrong-size frame
 
 
 def test_token_is_required_when_set(serve_cli, tmp_path):
@@ -139,7 +141,8 @@ def test_examples_stream_a_folder(server, serve_cli, fixtures, tmp_path):
     folder = os.path.join(fixtures, "tiny", "frames")
     n = len([f for f in os.listdir(folder) if f.endswith(".png")])
     out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "stream_video.py"),
-                          folder, "--url", server.url, "--out", tmp_path / "poses.txt"],
+                          folder, "--url", server.url, "--out", tmp_path / "poses.txt",
+                          "--preprocess", "none"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert np.loadtxt(tmp_path / "poses.txt").shape == (n, 12)
@@ -148,7 +151,7 @@ def test_examples_stream_a_folder(server, serve_cli, fixtures, tmp_path):
     if not os.path.exists(program):
         pytest.skip("examples/stream_client is not built")
     port = server.url.rsplit(":", 1)[1]
-    out = subprocess.run([program, folder, "127.0.0.1", port], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([program, folder, "127.0.0.1", port, "none"], capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.splitlines()) == n
