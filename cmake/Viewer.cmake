@@ -76,6 +76,9 @@ if(LINGBOT_WITH_VIEWER)
     VERBATIM)
   file(GLOB viewer_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/viewer/*.cpp)
   target_sources(lingbot PRIVATE ${viewer_sources} ${out}/assets_data.cpp)
+  if(LINGBOT_WITH_SERVER)  # `serve --view`: live streams in the viewer
+    set_source_files_properties(${serve_sources} PROPERTIES COMPILE_DEFINITIONS LINGBOT_SERVE_VIEW=1)
+  endif()
   # For the program and the tests (and installed consumers): lingbot's own sources do not need it,
   # so switching the viewer recompiles only them.
   target_compile_definitions(lingbot INTERFACE LINGBOT_HAVE_VIEWER=1)

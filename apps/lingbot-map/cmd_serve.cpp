@@ -62,8 +62,9 @@ int serve(ServeArgs& a) {
   o.engines = {{engine.get(), a.engine}};
   StreamServer server(o);
   server.start();
-  std::printf("serving %s (WebSocket %sv1/stream%s)\n", server.url().c_str(),
-              server.url().replace(0, 4, "ws").c_str(), o.token.empty() ? "" : ", token required");
+  std::printf("serving %s (WebSocket %sv1/stream%s%s)\n", server.url().c_str(),
+              server.url().replace(0, 4, "ws").c_str(), o.token.empty() ? "" : ", token required",
+              o.view ? "; a live stream in the browser: /?session=ID" : "");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&quit, &sig);
@@ -106,6 +107,9 @@ void add_serve(CLI::App& app) {
   sub->add_option("--queue", s.queue, "frames read ahead of each stream's model steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  sub->add_flag("--view", s.view,
+                "serve the browser viewer too: each live stream at /?session=ID (its id is in "
+                "/v1/info)");
   sub->add_option("--memory-limit-gb", a->memory_limit_gb,
                   "memory the streams may reserve (default: what is free after loading)")
       ->check(CLI::NonNegativeNumber);

@@ -42,6 +42,9 @@ struct ServerOptions {
   // Bytes the sessions of each engine may reserve; 0 = measured when the server starts: the
   // device's free memory after the weights, or the host's available memory on the CPU.
   size_t memory_budget = 0;
+  // The browser viewer's page at / and each live stream at /?session=ID (its WebSocket
+  // /ws?session=ID); needs the viewer built in (LINGBOT_HAVE_VIEWER), else start() throws.
+  bool view = false;
 };
 
 struct ServedDeviceStats {

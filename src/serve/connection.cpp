@@ -52,6 +52,8 @@ void StreamConnection::on_message() {
   if (!ws_.is_message_done()) return read();
   std::string msg = beast::buffers_to_string(in_.data());
   in_.consume(in_.size());
+  // An idle stream keeps no frame-sized buffer.
+  if (in_.capacity() > 2 * kReadChunk) in_.shrink_to_fit();
   if (text)
     on_text(msg);
   else

@@ -76,7 +76,8 @@ Context::Opened Context::open(Start start, std::function<void()> wake) {
                   .max_out = size_t(2) * (options.queue + 1),
                   .reservation = std::make_unique<Reservation>(admission, d.device, d.need),
                   .metrics = &metrics,
-                  .wake = std::move(wake)});
+                  .wake = std::move(wake),
+                  .view = open_view ? open_view(o.id, start.frames) : nullptr});
   workers_.push_back(o.worker);
   return o;
 }

@@ -39,6 +39,8 @@ class Context {
   Admission admission;
   Metrics metrics;
   std::atomic<int> connections{0};  // StreamConnection objects alive
+  // serve --view: a new stream's live view (id, expected frames); empty: no views.
+  std::function<std::shared_ptr<ResultSink>(const std::string&, int64_t)> open_view;
 
  private:
   std::vector<size_t> estimates(const Start& start) const;

@@ -13,6 +13,9 @@
 #include "net/http.h"
 #include "serve/connection.h"
 #include "serve/context.h"
+#ifdef LINGBOT_SERVE_VIEW
+#include "viewer/live_views.h"
+#endif
 
 namespace lingbot {
 
@@ -48,8 +51,15 @@ struct StreamServer::Impl {
       http->respond(req, s, "text/plain", body, keep);
     };
     if (path == "/healthz") return text(http::status::ok, "ok\n");
+#ifdef LINGBOT_SERVE_VIEW
+    // The viewer's page is the program's own, the same for everyone: no token needed for it.
+    if (views && !websocket::is_upgrade(req) && views->route(http, req)) return;
+#endif
     if (!authorized(req))
       return text(http::status::unauthorized, "missing or wrong token\n", false);
+#ifdef LINGBOT_SERVE_VIEW
+    if (views && websocket::is_upgrade(req) && views->route(http, req)) return;
+#endif
     if (websocket::is_upgrade(req)) {
       if (path != "/v1/stream") return text(http::status::not_found, "not found\n");
       std::erase_if(streams, [](const auto& w) { return w.expired(); });
@@ -105,6 +115,9 @@ struct StreamServer::Impl {
                       route(http, std::move(req));
                     }};
   std::vector<std::weak_ptr<StreamConnection>> streams;  // network thread
+#ifdef LINGBOT_SERVE_VIEW
+  std::unique_ptr<viewer::LiveViews> views;  // serve --view
+#endif
   std::thread thread;
 };
 
@@ -137,6 +150,18 @@ void StreamServer::start() {
     budgets.push_back({e.options.device, budget});
   }
   s.ctx = std::make_unique<serve::Context>(s.options, std::move(budgets));
+  if (s.options.view) {
+#ifdef LINGBOT_SERVE_VIEW
+    s.views = std::make_unique<viewer::LiveViews>(s.ioc.get_executor());
+    s.ctx->open_view = [views = s.views.get()](const std::string& id, int64_t frames) {
+      return views->open(id, frames);
+    };
+#else
+    throw Error(
+        "serve: this lingbot-map was built without the browser viewer (it needs "
+        "web/viewer's npm packages at build time: run scripts/setup.sh, then build again)");
+#endif
+  }
   s.listener.listen(s.options.host, s.options.port, "serve", "--host");
   s.thread = std::thread([&s] { s.ioc.run(); });
 }
@@ -167,6 +192,9 @@ void StreamServer::stop() {
   };
   asio::post(s.ioc, [&s] { s.listener.close(); });
   each_stream([](StreamConnection& c) { c.go_away(); });
+#ifdef LINGBOT_SERVE_VIEW
+  if (s.views) asio::post(s.ioc, [&s] { s.views->close_all(); });
+#endif
   // The clients see the close (a client that reads nothing does not), then every socket goes.
   const auto deadline = std::chrono::steady_clock::now() + kCloseGrace;
   while (s.ctx->connections > 0 && std::chrono::steady_clock::now() < deadline)

@@ -77,6 +77,10 @@ void SessionWorker::deliver(const FrameResult& r) {
     m.received = arrivals_.front();
     arrivals_.pop_front();
   }
+  if (s_.view && !images_.empty()) {
+    s_.view->add(r, &images_.front());
+    images_.pop_front();
+  }
   ++results_;
   emit(std::move(m));
   if (s_.start.maps) emit({.data = maps_bytes(r), .binary = true});
@@ -106,6 +110,7 @@ Tensor SessionWorker::decode(const std::string& bytes, int64_t index) const {
 
 void SessionWorker::run() {
   const auto deliver = [this](const FrameResult& r) { this->deliver(r); };
+  std::optional<Outgoing> last;  // what ends the stream for the client: finished, or an error
   try {
     session_ = s_.engine->start(s_.start.stream);
     for (;;) {
@@ -114,16 +119,11 @@ void SessionWorker::run() {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return cancelled_ || finishing_ || !in_.empty(); });
         if (cancelled_) break;
-        if (in_.empty()) {  // finishing, every frame pushed
+        if (in_.empty()) {  // finishing, and every frame pushed
           lock.unlock();
           session_->finish(deliver);
-          // The session is gone before the client hears that it ended.
-          session_.reset();
-          end();
-          emit({.data = finished_json(results_), .close_code = 1000});
-          done_ = true;
-          s_.wake();
-          return;
+          last = Outgoing{.data = finished_json(results_), .close_code = 1000};
+          break;
         }
         f = std::move(in_.front());
         in_.pop_front();
@@ -131,26 +131,29 @@ void SessionWorker::run() {
       s_.wake();  // room for the next frame
       const Tensor t = decode(f.bytes, frames_);
       arrivals_.push_back(f.received);
+      if (s_.view) images_.push_back(t);
       ++frames_;
       session_->push(t, deliver);
     }
   } catch (const std::exception& e) {
-    // Bad input (an undecodable frame, one of another size) or a failure of the model: the
-    // stream ends with its reason; the server goes on.
-    {
-      std::lock_guard lock(mu_);
-      if (!cancelled_) outcome_ = Outcome::Error;
-    }
-    emit({.data = error_json(e.what()), .close_code = 1008});
+    // Bad input (an undecodable frame, one of another size) or a failure of the model, an
+    // allocation included: the stream ends with its reason; the server goes on.
+    std::lock_guard lock(mu_);
+    if (!cancelled_) outcome_ = Outcome::Error;
+    last = Outgoing{.data = error_json(e.what()), .close_code = 1008};
   }
+  // The session and its reservation are gone before the client hears that the stream ended.
   session_.reset();
   end();
+  if (last) emit(std::move(*last));
   done_ = true;
   s_.wake();
 }
 
 // Frees the session's memory and reservation, then counts its end.
 void SessionWorker::end() {
+  if (s_.view) s_.view->finish();
+  images_.clear();
   s_.reservation.reset();
   Outcome o;
   {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "lingbot/engine.h"
+#include "lingbot/exports.h"
 #include "serve/admission.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
@@ -40,6 +41,9 @@ struct WorkerSetup {
   std::unique_ptr<Reservation> reservation;  // given back when the session is gone
   Metrics* metrics = nullptr;
   std::function<void()> wake;  // from the worker: there are messages, or room for frames
+  // A live view (serve --view): every result with its frame, then finish() when the stream
+  // ends, however it ends. Null: none.
+  std::shared_ptr<ResultSink> view;
 };
 
 class SessionWorker {
@@ -72,6 +76,7 @@ class SessionWorker {
   WorkerSetup s_;
   std::unique_ptr<Session> session_;        // this thread's
   std::deque<Clock::time_point> arrivals_;  // of the frames pushed whose results are due
+  std::deque<Tensor> images_;               // the same frames, for the view
   int64_t frames_ = 0, results_ = 0;
   Outcome outcome_ = Outcome::Finished;
 

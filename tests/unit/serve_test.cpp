@@ -27,7 +27,8 @@ namespace {
 using namespace test::serve;
 using test::streams::Camera;
 
-const EngineOptions kTiny{.model = "synthetic:1", .arch = "tiny"};
+// One CPU thread per model step: the sessions run on threads of their own already.
+const EngineOptions kTiny{.model = "synthetic:1", .arch = "tiny", .threads = 1};
 
 // The tiny fixture's frames as the files' bytes (PNG) and as raw RGB messages.
 struct Frames {
@@ -390,6 +391,66 @@ TEST_F(Serve, StopClosesLiveStreams) {
   EXPECT_EQ(got.close_code, 1001);
   EXPECT_TRUE(idle(*server));
 }
+
+#ifdef LINGBOT_HAVE_VIEWER
+// serve --view: the viewer's page, and a browser attached to a live stream gets its frames in
+// the viewer's wire format.
+TEST_F(Serve, TheViewerAttachesToALiveStream) {
+  ServerOptions o;
+  o.view = true;
+  o.token = "t0ken";
+  auto server = serve(o);
+  const HttpReply page = get(server->port(), "/");  // the page needs no token
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<html"), std::string::npos);
+
+  Script s;  // stays open: no finish
+  s.target = "/v1/stream?token=t0ken";
+  s.text(start_message({.scale_frames = 2}).dump());
+  for (int t = 0; t < 3; ++t) s.binary(frames().raw[t]);
+  StreamClient holder(server->port(), s);
+  Stream held;
+  std::thread holding([&] { held = holder.run(); });
+  ASSERT_TRUE(eventually([&] { return server->stats().frames == 3; }));
+
+  asio::io_context ioc;
+  websocket::stream<tcp::socket> browser(ioc);
+  browser.next_layer().connect(
+      {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server->port())});
+  beast::error_code ec;
+  browser.handshake("127.0.0.1", "/ws?session=1&token=t0ken", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  int frame_messages = 0;
+  bool hello = false;
+  while (frame_messages < 3) {
+    beast::flat_buffer b;
+    browser.read(b);
+    const std::string m = beast::buffers_to_string(b.data());
+    if (browser.got_text()) {
+      hello |= json::parse(m).at("type") == "hello";
+    } else {
+      uint32_t type;
+      std::memcpy(&type, m.data(), 4);
+      frame_messages += type == 1;
+    }
+  }
+  EXPECT_TRUE(hello);
+  browser.next_layer().close();
+
+  // No such stream, or no token: refused at the handshake.
+  for (const char* target : {"/ws?session=7&token=t0ken", "/ws?session=1"}) {
+    websocket::stream<tcp::socket> other(ioc);
+    other.next_layer().connect(
+        {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server->port())});
+    other.handshake("127.0.0.1", target, ec);
+    EXPECT_TRUE(ec) << target;
+  }
+  holder.drop();
+  holding.join();
+  EXPECT_NE(held.find("ready"), nullptr);
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+}
+#endif
 
 TEST(ServeProtocol, StartMessagesAndFrameHeaders) {
   const auto c = serve::parse_client_text(

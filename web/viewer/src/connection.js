@@ -41,7 +41,9 @@ export class Connection {
   }
 
   open() {
-    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws`;
+    // The page's query goes along: `serve --view` picks the stream by ?session=ID (and ?token=).
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    const url = `${scheme}://${location.host}/ws${location.search}`;
     this.ws = new WebSocket(url);
     this.ws.binaryType = 'arraybuffer';
     this.ws.onopen = () => { if (!this.wantImages) this.send({ op: 'images', on: false }); };
