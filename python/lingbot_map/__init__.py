@@ -39,7 +39,7 @@ except ImportError as e:
                               f"({_core_error})")
         raise AttributeError(f"module 'lingbot_map' has no attribute {name!r}")
 
-__all__ = ["Engine", "Session", "FrameResult", "load_image", "load_images", "preprocess",
+__all__ = ["Engine", "Session", "FrameResult", "Frames", "load_image", "load_images", "preprocess",
            "list_images", "read_frames", "to_predictions", "world_points_from_depth", "run",
            "has_cuda"]
 __version__ = "0.1.0"

@@ -140,12 +140,18 @@ def test_token_is_required_when_set(serve_cli, tmp_path):
 def test_examples_stream_a_folder(server, serve_cli, fixtures, tmp_path):
     folder = os.path.join(fixtures, "tiny", "frames")
     n = len([f for f in os.listdir(folder) if f.endswith(".png")])
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "stream_video.py"),
-                          folder, "--url", server.url, "--out", tmp_path / "poses.txt",
-                          "--preprocess", "none"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert np.loadtxt(tmp_path / "poses.txt").shape == (n, 12)
+    # With the compiled module (frames decoded here, sent raw), and without (PNG files as they
+    # are, decoded by the server): the same poses.
+    poses = []
+    for pythonpath in (os.environ.get("PYTHONPATH", ""), os.path.join(ROOT, "python")):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "stream_video.py"),
+                              folder, "--url", server.url, "--out", tmp_path / "poses.txt",
+                              "--preprocess", "none"], capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "PYTHONPATH": pythonpath})
+        assert out.returncode == 0, out.stderr
+        poses.append(np.loadtxt(tmp_path / "poses.txt"))
+    assert poses[0].shape == (n, 12)
+    np.testing.assert_allclose(poses[0], poses[1], rtol=1e-5, atol=1e-6)
 
     program = os.path.join(os.path.dirname(serve_cli), "examples", "stream_client")
     if not os.path.exists(program):
