@@ -82,6 +82,12 @@ def test_results_come_in_order_and_match_the_engine(server):
     wait_idle(server)
 
 
+def test_info_describes_the_server(server):
+    info = lc.Client(server.url).info()
+    assert info["model"]["arch"] == "tiny" and info["devices"][0]["device"] == "cpu"
+    assert isinstance(info["sessions"], list)
+
+
 def test_maps_and_encoded_frames(server, fixtures):
     folder = os.path.join(fixtures, "tiny", "frames")
     files = sorted(os.listdir(folder))[:6]
@@ -110,15 +116,19 @@ def test_errors_refusals_and_disconnects_free_their_sessions(server):
         with pytest.raises(lc.ServerError):
             stream.finish()
 
-    stream = start(server)  # a client that goes away mid-stream
+    stream = start(server)  # a client that goes away mid-stream, saying so
     for image in frames(3):
         stream.send(image)
     stream.close()
+    stream = start(server)  # one killed: its connection ends without a close frame
+    for image in frames(3):
+        stream.send(image)
+    stream._ws.abort()
 
     after = wait_idle(server)
     outcome = lambda m, o: m.get("lingbot_sessions_total", 0, outcome=o)  # noqa: E731
     assert outcome(after, "refused") == outcome(before, "refused") + 1
-    assert outcome(after, "disconnected") >= outcome(before, "disconnected") + 1
+    assert outcome(after, "disconnected") >= outcome(before, "disconnected") + 2
     assert outcome(after, "error") >= outcome(before, "error") + 1  # the wrong-size frame
 
 
