@@ -283,8 +283,10 @@ class Stream:
     def send(self, frame) -> None:
         """Sends one frame: uint8 [H, W, 3] RGB (raw), JPEG/PNG bytes, or a JPEG/PNG path.
 
-        Blocks while the server holds back (it reads a few frames ahead of its model); raises
-        the server's error if it has ended the stream, TimeoutError after `timeout` seconds.
+        Blocks while the server holds back (it reads a few frames ahead of its model). Raises
+        ValueError for a frame of another size than started with, the server's error if it has
+        ended the stream, ClientError when the send fails or waits past `timeout` (the stream
+        is over then).
         """
         self._check_open()
         data = encode_frame(frame)
