@@ -19,8 +19,8 @@ left; with --server, the server's resident memory after the last round is within
 most it was after the earlier rounds of the same client count, the very first round excepted
 (the warm-up): no leak as clients come and go. That server runs with MALLOC_ARENA_MAX=1:
 each session has a thread, and glibc's per-thread arenas keep freed memory that would read as
-growth until there are as many arenas as it allows (8 per core). Exit code 0 when all holds, 1 when not, 77 when the program
-has no serve command (CTest: skipped).
+growth until there are as many arenas as it allows (8 per core). Exit code 0 when all holds,
+1 when not, 77 when the program has no serve command (CTest: skipped).
 """
 
 import argparse
