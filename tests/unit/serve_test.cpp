@@ -17,7 +17,10 @@
 #include "lingbot/image.h"
 #include "lingbot/preflight.h"
 #include "lingbot/server.h"
+#include "serve/admission.h"
+#include "serve/metrics.h"
 #include "serve/protocol.h"
+#include "serve/worker.h"
 #include "serve_client.h"
 #include "test_util.h"
 
@@ -390,6 +393,48 @@ TEST_F(Serve, StopClosesLiveStreams) {
   client.join();
   EXPECT_EQ(got.close_code, 1001);
   EXPECT_TRUE(idle(*server));
+}
+
+// The session worker's queues: a client that sends frames but reads nothing gets at most
+// `max_out` messages queued; the worker then waits (the session pauses), its `queue` frames fill,
+// and the connection would stop reading. Reading one message lets it go on.
+TEST_F(Serve, AClientThatReadsNothingPausesItsSessionWithBoundedQueues) {
+  serve::Admission admission({{"cpu", size_t{1} << 40}});
+  ASSERT_EQ(admission.admit({1000}).device, 0);
+  serve::Metrics metrics;
+  const serve::Start start =
+      serve::parse_client_text(start_message({.scale_frames = 1}, false).dump(), {}).start;
+  serve::SessionWorker worker(
+      {.engine = engine_,
+       .start = start,
+       .id = "1",
+       .queue = 2,
+       .max_out = 3,
+       .reservation = std::make_unique<serve::Reservation>(admission, 0, 1000),
+       .metrics = &metrics,
+       .wake = [] {}});
+  metrics.started("1", "cpu");
+  // Frames pushed as the connection reads them, while the worker wants more: frames 0..2 give
+  // 3 results (the limit), frame 3's result waits, 4 and 5 fill the read-ahead; then the
+  // connection would stop reading.
+  int pushed = 0;
+  ASSERT_TRUE(eventually([&] {
+    while (pushed < 6 && worker.wants_frames())
+      worker.push(frames().raw[pushed++], serve::Clock::now());
+    return pushed == 6 && !worker.wants_frames();
+  }));
+  std::vector<serve::Outgoing> got;
+  while (auto m = worker.pop()) got.push_back(std::move(*m));
+  EXPECT_EQ(got.size(), 3u);  // the results of frames 0..2; frame 3's waits for room
+  // Each message taken makes room for the next result, until all six are out.
+  ASSERT_TRUE(eventually([&] {
+    while (auto m = worker.pop()) got.push_back(std::move(*m));
+    return got.size() == 6;
+  }));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(json::parse(got[i].data).at("index"), i);
+  worker.stop();
+  EXPECT_EQ(admission.devices()[0].reserved_bytes, 0u);
+  EXPECT_EQ(metrics.stats().sessions, 0);
 }
 
 #ifdef LINGBOT_HAVE_VIEWER
