@@ -212,9 +212,10 @@ class WebSocket:
         """The next message as (TEXT, str) or (BINARY, bytes); answers pings on the way.
 
         Raises ConnectionClosed when the server closes (after answering its close frame),
-        WebSocketError for a protocol violation (after closing), socket.timeout when nothing
-        arrives for `timeout` seconds; recv() may be called again after a timeout (a message
-        being received is kept, whole frames and fragments alike).
+        WebSocketError for a protocol violation (after closing), ConnectionError when the
+        connection breaks, socket.timeout when nothing arrives for `timeout` seconds; recv()
+        may be called again after a timeout (a message being received is kept, whole frames
+        and fragments alike).
         """
         while True:
             fin, op, payload = self._read_frame()

@@ -174,6 +174,26 @@ def test_protocol_violations_close_the_connection(bad, why):
     assert codes == [1007 if why == "not UTF-8" else 1002]
 
 
+def test_garbage_from_the_server_is_an_error_never_a_hang():
+    rng = np.random.default_rng(7)
+    blobs = [rng.integers(0, 256, int(rng.integers(1, 400)), np.uint8).tobytes()
+             for _ in range(25)]
+
+    def script(peer):
+        peer.accept()
+        peer.sock.sendall(blobs[int(peer.path.strip("/"))])
+        peer.sock.close()
+
+    with fake_server(script) as (url, _):
+        for i in range(len(blobs)):
+            sock = ws.WebSocket(f"{url}/{i}", timeout=2, max_message=1 << 16)
+            # A pong answered to a closed socket may fail first (ConnectionError), but a
+            # timeout (a hang) or anything else fails the test.
+            with pytest.raises((ws.WebSocketError, ConnectionError)):
+                while True:
+                    sock.recv()
+
+
 def test_oversized_messages_are_refused_before_reading_them():
     codes = []
 
