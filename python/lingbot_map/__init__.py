@@ -12,6 +12,9 @@ The reference's drivers work too: engine.inference_streaming(images, ...) and
 engine.inference_windowed(images, ...) return its dicts; to_predictions(results) builds the
 reference demo's prediction dict from FrameResults; run(input, out=..., export=[...]) does what
 `lingbot-map run` does and returns that dict.
+
+lingbot_map.client streams frames to a `lingbot-map serve` server (standard library + numpy; it
+imports without the compiled module).
 """
 
 from __future__ import annotations
@@ -21,11 +24,24 @@ from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 
-from ._core import (Engine, FrameResult, Session, _run, has_cuda, list_images, load_image,
-                    parse_export_list, preprocess)
+try:
+    from ._core import (Engine, FrameResult, Frames, Session, _run, has_cuda, list_images,
+                        load_image, parse_export_list, preprocess, read_frames)
+except ImportError as e:
+    # lingbot_map.client (a server's client) works without the compiled module; the rest does
+    # not, and says so when first used.
+    _core_error = str(e)
 
-__all__ = ["Engine", "Session", "FrameResult", "load_image", "load_images", "preprocess",
-           "list_images", "to_predictions", "world_points_from_depth", "run", "has_cuda"]
+    def __getattr__(name):
+        if name in ("Engine", "FrameResult", "Frames", "Session", "has_cuda", "list_images",
+                    "load_image", "parse_export_list", "preprocess", "read_frames"):
+            raise ImportError(f"lingbot_map.{name} needs the compiled module lingbot_map._core "
+                              f"({_core_error})")
+        raise AttributeError(f"module 'lingbot_map' has no attribute {name!r}")
+
+__all__ = ["Engine", "Session", "FrameResult", "Frames", "load_image", "load_images", "preprocess",
+           "list_images", "read_frames", "to_predictions", "world_points_from_depth", "run",
+           "has_cuda"]
 __version__ = "0.1.0"
 
 PathLike = Union[str, "os.PathLike[str]"]

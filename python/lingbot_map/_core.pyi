@@ -94,6 +94,17 @@ def load_image(path: PathLike) -> U8:
     """uint8 [H, W, 3] RGB, decoded as Pillow does."""
 def preprocess(image: npt.ArrayLike, mode: str = "crop", size: int = 518) -> U8:
     """The reference's preprocessing of one image: uint8 [3, H', W']."""
+class Frames:
+    """Pictures of a source as uint8 [H, W, 3] RGB (read_frames)."""
+
+    def __iter__(self) -> "Frames": ...
+    def __next__(self) -> U8: ...
+    def __len__(self) -> int:
+        """Frames expected (0 = unknown, e.g. a live source)."""
+
+def read_frames(input: PathLike, fps: float = 10.0, stride: int = 1, first_k: int = 0) -> Frames:
+    """A folder, video file, capture device or stream URL as decoded pictures (not
+    preprocessed), sampled as the CLI samples them."""
 def list_images(folder: PathLike) -> list[str]:
     """Image files of a folder in natural order."""
 def parse_export_list(list: str) -> list[str]:

@@ -57,3 +57,18 @@ def test_mixed_sizes_are_centred_on_white(preproc):
     np.testing.assert_array_equal(images[small, :, top:top + other.shape[1]],
                                   other.astype(np.float32) / 255)
     assert (images[small, :, :top] == 1).all()
+
+
+def test_read_frames_gives_the_decoded_pictures(fixtures, tmp_path):
+    folder = os.path.join(fixtures, "tiny", "frames")
+    frames = lm.read_frames(folder, first_k=5, stride=2)
+    got = list(frames)
+    want = [lm.load_image(p) for p in lm.list_images(folder)[:5:2]]
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want):
+        assert g.dtype == np.uint8
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(FileNotFoundError):
+        lm.read_frames(tmp_path / "nope")
+    with pytest.raises(ValueError, match="stride"):
+        lm.read_frames(folder, stride=0)
