@@ -1,6 +1,7 @@
 // `lingbot-map serve --model M`: the stream server. Loads the model once and serves streams
 // over WebSocket (docs/SERVE.md) until SIGINT or SIGTERM, then closes them. Without the server
 // built in (no Boost headers at build time) it says so in one line.
+#include <malloc.h>
 #include <pthread.h>
 
 #include <csignal>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "lingbot/error.h"
@@ -58,8 +60,21 @@ int serve(ServeArgs& a) {
   o.token = read_token(a.token_file);
   o.stream = a.stream;
   if (a.memory_limit_gb > 0) o.memory_budget = static_cast<size_t>(a.memory_limit_gb * 1e9);
-  auto engine = Engine::create(a.engine);
-  o.engines = {{engine.get(), a.engine}};
+  // Each stream has a thread of its own; glibc would give each its own malloc arena and keep
+  // their memory after the stream ends (RSS grows with every new stream). A few arenas suffice:
+  // the threads allocate per frame, not per instruction.
+  mallopt(M_ARENA_MAX, 4);
+  // One engine per device of --device (a comma-separated list); streams go to the one with the
+  // most room.
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::stringstream devices(a.engine.device);
+  for (std::string device; std::getline(devices, device, ',');) {
+    EngineOptions eo = a.engine;
+    eo.device = device;
+    engines.push_back(Engine::create(eo));
+    o.engines.push_back({engines.back().get(), eo});
+  }
+  LINGBOT_CHECK_ARG(!engines.empty(), "--device names no device");
   StreamServer server(o);
   server.start();
   std::printf("serving %s (WebSocket %sv1/stream%s%s)\n", server.url().c_str(),
@@ -89,6 +104,8 @@ void add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "Serve streams over WebSocket (docs/SERVE.md)");
   add_stream_options(sub, a->engine, a->stream);
+  sub->get_option("--device")
+      ->description("cpu, cuda or cuda:N, or several GPUs: cuda:0,cuda:1 (an engine on each)");
   ServerOptions& s = a->server;
   sub->add_option("--host", s.host, "address to listen on (0.0.0.0 serves other machines too)")
       ->capture_default_str();

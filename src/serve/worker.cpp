@@ -134,6 +134,14 @@ void SessionWorker::run() {
       if (s_.view) images_.push_back(t);
       ++frames_;
       session_->push(t, deliver);
+      // With no next frame waiting (a live source slower than the device), this frame's result
+      // goes out as soon as it is computed instead of with the next frame's push.
+      bool idle;
+      {
+        std::lock_guard lock(mu_);
+        idle = in_.empty() && !finishing_ && !cancelled_;
+      }
+      if (idle) session_->flush(deliver);
     }
   } catch (const std::exception& e) {
     // Bad input (an undecodable frame, one of another size) or a failure of the model, an
