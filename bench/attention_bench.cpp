@@ -66,7 +66,7 @@ Pool& pool(Backend& be, int64_t rows) {
 // The streaming layout: full pages of 972 patch rows in scrambled order, a special-token run of
 // 6 per frame, and the current frame's 978 rows.
 std::vector<KVSegment> streaming_segments(const Pool& p, int64_t keys) {
-  const size_t row = static_cast<size_t>(kHeads) * kDim * 2;
+  const size_t row = static_cast<size_t>(kHeads) * kDim * dtype_size(p.k.dtype());
   auto at = [&](const Tensor& t, int64_t r) { return static_cast<char*>(t.raw()) + r * row; };
   std::vector<KVSegment> segs;
   const int64_t pages = (keys - kQueries) / kPage;
@@ -140,6 +140,69 @@ BENCHMARK(BM_PagedAttentionBF16)
     ->Args({72000, 3, 0})
     ->Args({10000, 4, 0})
     ->Args({72000, 4, 0})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+
+// The same pool stored as the fp8 KV cache stores it: e4m3 with per-head scales.
+struct Pool8 {
+  Pool pool;
+  Tensor scales;
+};
+Pool8& pool8(Backend& be, int64_t rows) {
+  static Pool8 p;
+  if (p.pool.rows < rows) {
+    const Pool& src = pool(be, rows);
+    p.scales = be.alloc({2, kHeads}, DType::F32);
+    be.fp8_kv_scales(src.k, src.v, p.scales);
+    p.pool.k = be.alloc({rows, kHeads, kDim}, DType::F8E4M3);
+    p.pool.v = be.alloc({rows, kHeads, kDim}, DType::F8E4M3);
+    be.store_kv(src.k, src.v, p.pool.k.raw(), p.pool.v.raw(), DType::F8E4M3, &p.scales);
+    p.pool.rows = rows;
+  }
+  return p;
+}
+
+// e4m3 K/V on the Hopper kernel (the fp8 KV cache). Args: keys.
+void BM_PagedAttentionFP8(benchmark::State& state) {
+  std::string why;
+  Backend* be = gpu(&why);
+  if (!be) {
+    state.SkipWithError(("no CUDA backend: " + why).c_str());
+    return;
+  }
+  const int64_t keys = state.range(0);
+  Pool8& p = pool8(*be, 72000);
+  auto segs = streaming_segments(p.pool, keys);
+  for (auto& s : segs) s.scales = p.scales.f32();
+  Tensor q = be->upload(random_host({kQueries, kHeads, kDim}, 3, -3.f, 3.f), DType::BF16);
+  Tensor out = be->alloc({kQueries, kHeads, kDim}, DType::BF16);
+  try {
+    for (int i = 0; i < 3; ++i) be->attention(q, segs, 0.125f, out);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  be->synchronize();
+  constexpr int kCalls = 10;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) be->attention(q, segs, 0.125f, out);
+    be->synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+    total += dt.count();
+  }
+  const double flops = 4.0 * kQueries * static_cast<double>(keys) * kHeads * kDim;
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["us_per_call"] = total / calls * 1e6;
+  state.counters["TFLOPs"] = flops * 1e-12 * calls / total;
+}
+BENCHMARK(BM_PagedAttentionFP8)
+    ->ArgNames({"keys"})
+    ->Arg(10000)
+    ->Arg(72000)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);

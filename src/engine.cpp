@@ -41,14 +41,7 @@ class EngineImpl final : public Engine {
       config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
     }
-    if (o.precision == "bf16" || (o.precision == "auto" && is_cuda_device(o.device))) {
-      LINGBOT_CHECK_ARG(is_cuda_device(o.device),
-                        "bf16 precision needs the cuda device (the CPU runs f32)");
-      config_.compute = DType::BF16;
-    } else if (o.precision != "f32" && o.precision != "auto") {
-      throw Error("unknown precision '" + o.precision + "' (auto, f32 or bf16)",
-                  ErrorKind::InvalidArgument);
-    }
+    resolve_precision(o.precision, is_cuda_device(o.device), config_);
     model_ = std::make_unique<Model>(*backend_, *loader, config_);
     scheduler_ = std::make_unique<StepScheduler>(*model_);
     parameters_ = loader->parameters();

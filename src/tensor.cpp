@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "lingbot/error.h"
 
@@ -25,6 +26,7 @@ size_t dtype_size(DType t) {
     case DType::I8:
     case DType::U8:
     case DType::Bool:
+    case DType::F8E4M3:
       return 1;
   }
   return 0;
@@ -52,6 +54,8 @@ const char* dtype_name(DType t) {
       return "U8";
     case DType::Bool:
       return "BOOL";
+    case DType::F8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -167,6 +171,8 @@ double load_as_double(const void* p, DType t, int64_t i) {
     case DType::U8:
     case DType::Bool:
       return static_cast<const uint8_t*>(p)[i];
+    case DType::F8E4M3:
+      return f8e4m3_to_f32(static_cast<const uint8_t*>(p)[i]);
   }
   return 0;
 }
@@ -203,6 +209,9 @@ void store_from_double(void* p, DType t, int64_t i, double v) {
     case DType::Bool:
       static_cast<uint8_t*>(p)[i] = v != 0;
       break;
+    case DType::F8E4M3:
+      static_cast<uint8_t*>(p)[i] = f32_to_f8e4m3(static_cast<float>(v));
+      break;
   }
 }
 }  // namespace
@@ -233,6 +242,39 @@ uint16_t f32_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
+}
+
+float f8e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float a;
+  if (e == 15 && m == 7)
+    a = std::numeric_limits<float>::quiet_NaN();
+  else if (e == 0)
+    a = std::ldexp(static_cast<float>(m), -9);  // subnormal: m/8 * 2^-6
+  else
+    a = std::ldexp(1.f + static_cast<float>(m) / 8.f, e - 7);
+  return (b & 0x80) ? -a : a;
+}
+
+uint8_t f32_to_f8e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  if (a >= 448.f) return sign | 0x7e;  // satfinite
+  if (a < 0x1p-6f) {
+    // Subnormals are multiples of 2^-9 (exact in float: a power-of-two scaling); code 8 is the
+    // smallest normal, which the count reaches by itself.
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.f));
+  }
+  int e;
+  const float mant = std::frexp(a, &e) * 2.f;  // a = mant * 2^(e - 1), mant in [1, 2)
+  int q = static_cast<int>(std::nearbyint((mant - 1.f) * 8.f));  // exact, then to nearest even
+  int ex = e - 1 + 7;
+  if (q == 8) {
+    q = 0;
+    ++ex;
+  }
+  return sign | static_cast<uint8_t>(ex << 3 | q);
 }
 
 float f16_to_f32(uint16_t h) {

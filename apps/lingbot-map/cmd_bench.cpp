@@ -47,6 +47,20 @@ std::vector<Tensor> random_frames(const BenchArgs& a, unsigned seed) {
   return frames;
 }
 
+// The fields both JSON reports start with: what ran, at which settings.
+nlohmann::ordered_json report_header(const BenchArgs& a, const ModelInfo& info) {
+  return {{"arch", info.arch},
+          {"backend", info.backend},
+          {"precision", a.engine.precision},
+          {"height", a.height},
+          {"width", a.width},
+          {"frames", a.frames},
+          {"scale_frames", a.stream.scale_frames},
+          {"window", a.stream.window},
+          {"keyframe_interval", a.stream.keyframe_interval},
+          {"camera_iterations", a.stream.camera_iterations}};
+}
+
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -173,19 +187,14 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
   std::printf("peak device memory %.2f GB | preflight estimate %.2f GB\n", peak_device / 1e9,
               estimate / 1e9);
   if (!a.json.empty()) {
-    nlohmann::ordered_json j = {{"arch", info.arch},
-                                {"backend", info.backend},
-                                {"height", a.height},
-                                {"width", a.width},
-                                {"frames", a.frames},
-                                {"streams", n},
-                                {"window", a.stream.window},
-                                {"aggregate_fps", aggregate},
-                                {"latency_ms_p50", quantile(all_ms, 0.5)},
-                                {"latency_ms_p99", quantile(all_ms, 0.99)},
-                                {"per_stream", per_stream},
-                                {"peak_device_gb", peak_device / 1e9},
-                                {"preflight_gb", estimate / 1e9}};
+    nlohmann::ordered_json j = report_header(a, info);
+    j["streams"] = n;
+    j["aggregate_fps"] = aggregate;
+    j["latency_ms_p50"] = quantile(all_ms, 0.5);
+    j["latency_ms_p99"] = quantile(all_ms, 0.99);
+    j["per_stream"] = per_stream;
+    j["peak_device_gb"] = peak_device / 1e9;
+    j["preflight_gb"] = estimate / 1e9;
     std::ofstream(a.json) << j.dump(1) << "\n";
   }
   return 0;
@@ -292,26 +301,18 @@ int bench(const BenchArgs& a) {
       std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms / frame_ms.size());
   }
   if (!a.json.empty()) {
-    nlohmann::ordered_json j = {{"arch", info.arch},
-                                {"backend", info.backend},
-                                {"height", a.height},
-                                {"width", a.width},
-                                {"frames", a.frames},
-                                {"scale_frames", a.stream.scale_frames},
-                                {"window", a.stream.window},
-                                {"keyframe_interval", a.stream.keyframe_interval},
-                                {"camera_iterations", a.stream.camera_iterations},
-                                {"load_s", load_s},
-                                {"phase1_ms", phase1_ms},
-                                {"frame_ms_p10", at(0.1)},
-                                {"frame_ms_p50", at(0.5)},
-                                {"frame_ms_p90", at(0.9)},
-                                {"fps", fps},
-                                {"frame_ms", frame_ms},
-                                {"peak_host_gb", ru.ru_maxrss / 1048576.0},
-                                {"peak_device_gb", peak_device / 1e9},
-                                {"loaded_device_gb", loaded_device / 1e9},
-                                {"phase1_device_gb", phase1_device / 1e9}};
+    nlohmann::ordered_json j = report_header(a, info);
+    j["load_s"] = load_s;
+    j["phase1_ms"] = phase1_ms;
+    j["frame_ms_p10"] = at(0.1);
+    j["frame_ms_p50"] = at(0.5);
+    j["frame_ms_p90"] = at(0.9);
+    j["fps"] = fps;
+    j["frame_ms"] = frame_ms;
+    j["peak_host_gb"] = ru.ru_maxrss / 1048576.0;
+    j["peak_device_gb"] = peak_device / 1e9;
+    j["loaded_device_gb"] = loaded_device / 1e9;
+    j["phase1_device_gb"] = phase1_device / 1e9;
     if (!stretches.empty()) j["profile"] = stretches;
     std::ofstream(a.json) << j.dump(1) << "\n";
   }
@@ -328,7 +329,9 @@ void add_bench(CLI::App& app) {
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
   sub->add_option("--device", a->engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)");
-  sub->add_option("--precision", a->engine.precision, "auto, f32 or bf16")->capture_default_str();
+  sub->add_option("--precision", a->engine.precision,
+                  "auto, f32, bf16 or fp8 (the KV cache in e4m3)")
+      ->capture_default_str();
   sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
   sub->add_option("--height", a->height, "frame height")->capture_default_str();
   sub->add_option("--width", a->width, "frame width")->capture_default_str();

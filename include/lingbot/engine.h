@@ -28,7 +28,8 @@ struct EngineOptions {
   // several GPUs runs an engine per device (sessions of one engine share its device).
   std::string device = "cpu";
   // Transformer math: "f32", "bf16" (fp32 accumulation; heads stay f32), or "auto": bf16 on
-  // the GPU, f32 on the CPU.
+  // the GPU, f32 on the CPU. "fp8" is "auto" with the global layers' KV cache in e4m3 (per-head
+  // scales): half its memory; on the GPU it needs compute capability 9.0 (H100/H200).
   std::string precision = "auto";
   int threads = 0;  // CPU threads, 0 = all cores
 };

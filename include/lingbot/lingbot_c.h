@@ -67,7 +67,7 @@ typedef struct lingbot_engine_options {
   const char* model;     /* checkpoint path (.safetensors, .pt) or "synthetic:SEED" */
   const char* arch;      /* "lingbot-map", "tiny", or NULL / "": inferred from the checkpoint */
   const char* device;    /* "cpu", "cuda" or "cuda:N"; NULL: "cpu" */
-  const char* precision; /* "auto", "f32" or "bf16"; NULL: "auto" */
+  const char* precision; /* "auto", "f32", "bf16" or "fp8"; NULL: "auto" */
   int threads;           /* CPU threads, 0 = all cores */
 } lingbot_engine_options;
 

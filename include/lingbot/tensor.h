@@ -10,7 +10,9 @@
 
 namespace lingbot {
 
-enum class DType : uint8_t { F32, F16, BF16, F64, I64, I32, I16, I8, U8, Bool };
+// F8E4M3: 8-bit float (4 exponent bits, 3 mantissa, no infinity, largest 448), the storage of
+// the fp8 KV cache.
+enum class DType : uint8_t { F32, F16, BF16, F64, I64, I32, I16, I8, U8, Bool, F8E4M3 };
 enum class Device : uint8_t { CPU, CUDA };
 
 size_t dtype_size(DType t);
@@ -69,5 +71,9 @@ float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);  // round to nearest even
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even
+float f8e4m3_to_f32(uint8_t b);
+// Round to nearest even; beyond the largest finite value (448) it saturates, as the GPU's
+// satfinite conversion does; NaN gives NaN.
+uint8_t f32_to_f8e4m3(float f);
 
 }  // namespace lingbot

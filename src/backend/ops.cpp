@@ -110,7 +110,6 @@ void Backend::linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tens
   do_linear_add(x, w, b, y);
 }
 
-
 void Backend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) {
   check(x, "layer_norm", "input");
   check(y, "layer_norm", "output");
@@ -204,6 +203,8 @@ void check_keys(const std::vector<KVSegment>& kv) {
   for (const KVSegment& s : kv) {
     LINGBOT_CHECK(s.tokens >= 0 && (s.tokens == 0 || (s.k && s.v)),
                   "attention: segment without K/V storage");
+    LINGBOT_CHECK(s.scales == kv.front().scales,
+                  "attention: segments of one list mix storage dtypes or scales");
     keys += s.tokens;
   }
   LINGBOT_CHECK(keys > 0, "attention over an empty key set");
@@ -233,14 +234,41 @@ void Backend::plan_attention(const std::vector<std::vector<KVSegment>>& lists) {
   do_plan_attention(lists);
 }
 
-void Backend::store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype) {
-  check(k, "store_kv", "k");
-  check(v, "store_kv", "v");
-  LINGBOT_CHECK(handles(dtype), std::string("store_kv: cache storage is ") + dtype_name(dtype) +
-                                    ", which this backend does not compute in");
+void Backend::store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype,
+                       const Tensor* scales) {
+  const bool f8 = dtype == DType::F8E4M3;
+  // Cached e4m3 rows moving within the cache are bytes to copy; everything else is math input.
+  const bool moved = f8 && k.dtype() == DType::F8E4M3;
+  if (moved) {
+    LINGBOT_CHECK(k.defined() && v.defined() && k.device() == device() && v.device() == device() &&
+                      v.dtype() == DType::F8E4M3,
+                  "store_kv: e4m3 rows to move must both be e4m3 on this device");
+  } else {
+    check(k, "store_kv", "k");
+    check(v, "store_kv", "v");
+  }
+  LINGBOT_CHECK(f8 || handles(dtype), std::string("store_kv: cache storage is ") +
+                                          dtype_name(dtype) +
+                                          ", which this backend does not compute in");
   LINGBOT_CHECK(k.numel() == v.numel(), shapes("store_kv", {{"k", &k}, {"v", &v}}));
   LINGBOT_CHECK(k.numel() == 0 || (k_dst && v_dst), "store_kv: no cache storage to write to");
-  do_store_kv(k, v, k_dst, v_dst, dtype);
+  if (f8 && !moved) {
+    LINGBOT_CHECK(scales != nullptr, "store_kv: e4m3 storage needs per-head scales");
+    check(*scales, "store_kv", "scales", true);
+    LINGBOT_CHECK(k.rank() >= 2 && scales->numel() == 2 * k.dim(-2),
+                  shapes("store_kv", {{"k", &k}, {"scales", scales}}));
+  }
+  do_store_kv(k, v, k_dst, v_dst, dtype, f8 && !moved ? scales : nullptr);
+}
+
+void Backend::fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales) {
+  check(k, "fp8_kv_scales", "k");
+  check(v, "fp8_kv_scales", "v");
+  check(scales, "fp8_kv_scales", "scales", true);
+  LINGBOT_CHECK(k.rank() >= 2 && k.shape() == v.shape() && k.dtype() == v.dtype() &&
+                    scales.numel() == 2 * k.dim(-2),
+                shapes("fp8_kv_scales", {{"k", &k}, {"v", &v}, {"scales", &scales}}));
+  do_fp8_kv_scales(k, v, scales);
 }
 
 void Backend::patchify(const Tensor& img, int patch, Tensor& rows) {

@@ -16,13 +16,29 @@ namespace lingbot {
 enum class Act : uint8_t { None, GELU, ReLU, SiLU, Exp, ExpP1 };
 
 // One contiguous run of cached tokens: K and V rows laid out [tokens][heads][head_dim] in the
-// dtype of the queries that attend to them (the cache's storage dtype). Attention reads a list of
-// these (pages, the special stream, the current frame) and never gathers them into one copy.
+// dtype of the queries that attend to them (the cache's storage dtype), or in F8E4M3 when
+// `scales` is set: then a stored value times its head's scale is the value ([2, heads] F32 on
+// the backend's device, K's scales then V's; every segment of one attention shares them).
+// Attention reads a list of these (pages, the special stream, the current frame) and never
+// gathers them into one copy.
 struct KVSegment {
   const void* k = nullptr;
   const void* v = nullptr;
   int32_t tokens = 0;
+  const float* scales = nullptr;
 };
+
+// Largest |value| of the rows that set fp8 K/V scales, as a fraction of e4m3's largest finite
+// value (448): later rows up to this many times larger still fit before saturating.
+constexpr float kFp8Headroom = 4.f;
+// The scale of a head whose largest |value| is amax (both backends compute exactly this).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+    inline float
+    fp8_scale(float amax) {
+  return amax > 0.f && amax <= 3.0e38f ? amax * (kFp8Headroom / 448.f) : 1.f;
+}
 
 // Rotary embedding for the rows of q/k: cos and sin [rows, head_dim/2], one angle per pair.
 // Pair p rotates (x0, x1) to (x0 c - x1 s, x0 s + x1 c). Which dims form pair p:
@@ -127,8 +143,14 @@ class Backend {
   // names must stay put that long.
   void plan_attention(const std::vector<std::vector<KVSegment>>& lists);
   void attention_planned(const Tensor& q, int list, float scale, Tensor& out);
-  // Writes rows[n, H, D] into cache storage at `k_dst`/`v_dst` (storage dtype `dtype`).
-  void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype);
+  // Writes rows[n, H, D] into cache storage at `k_dst`/`v_dst` (storage dtype `dtype`). F8E4M3
+  // storage holds value / scale rounded to nearest (saturating at 448), with `scales` as in
+  // KVSegment; rows that are F8E4M3 already (moved within the cache) are copied as they are.
+  void store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype,
+                const Tensor* scales = nullptr);
+  // scales[2, H] (F32) for e4m3 storage of rows like k and v [n, H, D]: each head's largest |K|
+  // (and |V|) maps to 448 / kFp8Headroom; a head of zeros gets 1.
+  void fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales);
 
   // Image ops, NCHW, F32.
   // img[S, C, H, W] -> rows [S * (H/p) * (W/p), C*p*p] in (c, ky, kx) order.
@@ -164,8 +186,9 @@ class Backend {
   // The default keeps the lists and runs the planned one through do_attention.
   virtual void do_plan_attention(const std::vector<std::vector<KVSegment>>& lists) {}
   virtual void do_attention_planned(const Tensor& q, int list, float scale, Tensor& out);
-  virtual void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
-                           DType dtype) = 0;
+  virtual void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype,
+                           const Tensor* scales) = 0;
+  virtual void do_fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales) = 0;
   virtual void do_patchify(const Tensor& img, int patch, Tensor& rows) = 0;
   virtual void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
                          Tensor& y) = 0;

@@ -24,6 +24,7 @@ PagedKVCache::PagedKVCache(Backend& backend, const KVCacheConfig& config)
     const int64_t per_frame = cfg_.camera_only ? 1 : cfg_.special_tokens;
     streams_.emplace_back(backend_, cfg_.heads, cfg_.head_dim, cfg_.dtype,
                           per_frame * cfg_.stream_chunk_frames);
+    if (cfg_.dtype == DType::F8E4M3) scales_.push_back(backend_.alloc({2, cfg_.heads}, DType::F32));
   }
   reset();
 }
@@ -36,6 +37,7 @@ void PagedKVCache::reset() {
   // Pop order from the back: page 0 first.
   for (int32_t p = static_cast<int32_t>(pool_pages(cfg_)) - 1; p >= 0; --p) free_.push_back(p);
   for (auto& s : streams_) s.clear();
+  calibrated_.assign(scales_.size(), false);
   deferred_ = false;
   stored_frames_ = 0;
 }
@@ -92,8 +94,18 @@ void PagedKVCache::store(int64_t layer, int64_t index, const Tensor& k, const Te
                 "KV cache: a frame's K/V must be [tokens_per_frame, heads, head_dim], got " +
                     shape_str(k.shape()));
   const int32_t page = pending_[index].page;
+  const Tensor* scales = nullptr;
+  if (!scales_.empty()) {
+    if (!calibrated_[layer]) {
+      backend_.fp8_kv_scales(k.reshape({cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}),
+                             v.reshape({cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}),
+                             scales_[layer]);
+      calibrated_[layer] = true;
+    }
+    scales = &scales_[layer];
+  }
   backend_.store_kv(k, v, page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page),
-                    cfg_.dtype);
+                    cfg_.dtype, scales);
 }
 
 void PagedKVCache::commit() {
@@ -122,10 +134,13 @@ void PagedKVCache::rollback_last_frame() {
 
 void PagedKVCache::segments(int64_t layer, std::vector<KVSegment>& out) const {
   const int32_t tokens = static_cast<int32_t>(cfg_.tokens_per_frame);
+  const size_t first = out.size();
   for (const auto* dq : {&scale_, &live_})
     for (int32_t page : *dq)
       out.push_back({page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page), tokens});
   streams_[layer].segments(out);
+  if (!scales_.empty())
+    for (size_t i = first; i < out.size(); ++i) out[i].scales = scales_[layer].f32();
 }
 
 KVCacheStats PagedKVCache::stats() const {

@@ -34,10 +34,12 @@ struct KVCacheConfig {
   int64_t special_tokens = 6;    // camera, 4 registers, scale
   int64_t scale_frames = 8;
   int64_t window = 64;
-  bool cross_frame_special = true;    // keep evicted frames' specials visible
-  bool camera_only = false;           // ... but only their camera token
-  bool include_scale_frames = true;   // false: scale frames are evicted like the rest
-  DType dtype = DType::F32;           // storage; the backend chooses (F32 CPU, BF16 GPU)
+  bool cross_frame_special = true;   // keep evicted frames' specials visible
+  bool camera_only = false;          // ... but only their camera token
+  bool include_scale_frames = true;  // false: scale frames are evicted like the rest
+  // Storage: the compute dtype (F32 CPU, BF16 GPU), or F8E4M3 with per-head scales per layer,
+  // set from the first frame each layer stores (see Backend::fp8_kv_scales).
+  DType dtype = DType::F32;
   int64_t stream_chunk_frames = 256;  // special-stream growth step
   int64_t max_special_frames = 0;     // > 0: the stream keeps only this many newest evicted frames
 };
@@ -94,6 +96,8 @@ class PagedKVCache {
   KVCacheConfig cfg_;
   std::vector<Tensor> k_pool_, v_pool_;  // per layer [pages, P, H, D]
   std::vector<KVStream> streams_;        // per layer, specials of evicted frames
+  std::vector<Tensor> scales_;           // e4m3 storage: per layer [2, H] K and V scales
+  std::vector<bool> calibrated_;         // ... set from this sequence's first stored frame
   std::deque<int32_t> scale_, live_;     // pages of stored (and pending) frames
   std::vector<int32_t> free_;            // LIFO: the last freed page is reused first
   struct Pending {

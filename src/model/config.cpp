@@ -34,4 +34,15 @@ ModelConfig ModelConfig::infer(const TensorMap& tensors) {
               " matches no known architecture (lingbot-map: 1024, tiny: 128)");
 }
 
+void resolve_precision(const std::string& precision, bool cuda, ModelConfig& config) {
+  if (precision != "auto" && precision != "f32" && precision != "bf16" && precision != "fp8")
+    throw Error("unknown precision '" + precision + "' (auto, f32, bf16 or fp8)",
+                ErrorKind::InvalidArgument);
+  if (precision == "bf16" && !cuda)
+    throw Error("bf16 precision needs the cuda device (the CPU runs f32)",
+                ErrorKind::InvalidArgument);
+  config.compute = precision == "bf16" || (precision != "f32" && cuda) ? DType::BF16 : DType::F32;
+  config.kv_fp8 = precision == "fp8";
+}
+
 }  // namespace lingbot

@@ -41,6 +41,9 @@ struct ModelConfig {
   // Dtype of the transformer matrices, GEMM outputs, attention and the KV cache. The residual
   // streams, norms and both heads stay F32 (as the reference under autocast).
   DType compute = DType::F32;
+  // The global layers' KV cache in e4m3 with per-head scales (precision "fp8") instead of the
+  // compute dtype: half the bytes of bf16.
+  bool kv_fp8 = false;
 
   int64_t head_dim() const { return dim / heads; }
   static constexpr int64_t kSpecialTokens = 6;  // camera, 4 registers, scale
@@ -49,5 +52,10 @@ struct ModelConfig {
   // The preset whose shapes the checkpoint carries; Error if none fits.
   static ModelConfig infer(const TensorMap& tensors);
 };
+
+// EngineOptions::precision on a CPU or a GPU: "f32", "bf16" (GPU only), "fp8" (the KV cache in
+// e4m3, the rest as "auto") or "auto" (bf16 on the GPU, f32 on the CPU). Sets `compute` and
+// `kv_fp8`; an unknown or unsupported name is an InvalidArgument error.
+void resolve_precision(const std::string& precision, bool cuda, ModelConfig& config);
 
 }  // namespace lingbot

@@ -6,16 +6,14 @@
 namespace lingbot {
 namespace {
 
+// The architecture and precision the engine will pick.
 ModelConfig planned_config(const EngineOptions& o) {
-  if (!o.arch.empty()) return ModelConfig::preset(o.arch);
-  if (o.model.rfind("synthetic:", 0) == 0) return ModelConfig::preset("lingbot-map");
-  return ModelConfig::infer(load_checkpoint(o.model));
-}
-
-// As the engine resolves EngineOptions::precision.
-DType planned_compute(const EngineOptions& o) {
-  return o.precision == "bf16" || (o.precision == "auto" && is_cuda_device(o.device)) ? DType::BF16
-                                                                                : DType::F32;
+  ModelConfig c = !o.arch.empty() ? ModelConfig::preset(o.arch)
+                  : o.model.rfind("synthetic:", 0) == 0
+                      ? ModelConfig::preset("lingbot-map")
+                      : ModelConfig::infer(load_checkpoint(o.model));
+  resolve_precision(o.precision, is_cuda_device(o.device), c);
+  return c;
 }
 
 }  // namespace
@@ -23,7 +21,7 @@ DType planned_compute(const EngineOptions& o) {
 Preflight preflight(const RunPlan& p) {
   const ModelConfig config = planned_config(p.engine);
   Preflight r;
-  r.compute = planned_compute(p.engine);
+  r.compute = config.compute;
   if (p.windowed) {
     r.need = estimate_windowed_memory(config, r.compute, p.height, p.width, p.frames, *p.windowed,
                                       &p.results);
@@ -42,10 +40,9 @@ Preflight preflight(const RunPlan& p) {
 
 MilderSettings milder_settings(const RunPlan& p, size_t available) {
   const ModelConfig config = planned_config(p.engine);
-  const DType compute = planned_compute(p.engine);
-  return p.windowed ? milder_windowed_settings(config, compute, p.height, p.width, p.frames,
+  return p.windowed ? milder_windowed_settings(config, config.compute, p.height, p.width, p.frames,
                                                *p.windowed, &p.results, available)
-                    : milder_settings(config, compute, p.height, p.width, p.frames, p.stream,
+                    : milder_settings(config, config.compute, p.height, p.width, p.frames, p.stream,
                                       &p.results, available);
 }
 

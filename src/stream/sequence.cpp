@@ -22,7 +22,7 @@ SequenceConfig sequence_config(const ModelConfig& m, int64_t height, int64_t wid
   kv.camera_only = s.camera_only;
   kv.include_scale_frames = s.include_scale_frames;
   kv.max_special_frames = s.max_special_frames;
-  kv.dtype = m.compute;
+  kv.dtype = m.kv_fp8 ? DType::F8E4M3 : m.compute;
   c.camera_limit = camera_limit(s);
   c.camera_iterations = s.camera_iterations;
   return c;

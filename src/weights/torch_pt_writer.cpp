@@ -38,6 +38,8 @@ const char* storage_type(DType d) {
       return "ByteStorage";
     case DType::Bool:
       return "BoolStorage";
+    case DType::F8E4M3:
+      return "Float8_e4m3fnStorage";
   }
   return "ByteStorage";
 }

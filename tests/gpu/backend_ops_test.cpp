@@ -542,7 +542,10 @@ TEST(GpuOps, StoreKvConvertsIntoCacheStorage) {
 struct KvSet {
   int h = 0, d = 0;
   DType dt = DType::BF16;
-  std::vector<Tensor> host_k, host_v;  // per segment, F32 [tokens, h, d], already rounded
+  // Per segment [tokens, h, d]: F32 already rounded, or for F8E4M3 storage the e4m3 bytes the
+  // CPU stored (the GPU's own store_kv writes the device copies from the same F32 rows).
+  std::vector<Tensor> host_k, host_v;
+  Tensor host_scales, dev_scales;  // F8E4M3: [2, h], from the first segment's rows
   std::vector<KVSegment> host_segs, dev_segs;
   std::vector<Tensor> keep;  // device memory the segments point into
   std::vector<std::unique_ptr<KVStream>> streams;
@@ -578,34 +581,72 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
     s.keep.push_back(pool_v);
   }
   const size_t row_bytes = static_cast<size_t>(h) * d * dtype_size(dt);
+  const bool f8 = dt == DType::F8E4M3;
+  const Tensor* dev_scales = nullptr;
   int64_t next_page = pool_pages - 1;
   for (const auto& sp : specs) {
-    Tensor k = round_to(rng.tensor({sp.tokens, h, d}, -kscale * sp.kmul, kscale * sp.kmul), dt);
-    Tensor v = round_to(rng.tensor({sp.tokens, h, d}), dt);
-    s.host_k.push_back(k);
-    s.host_v.push_back(v);
-    s.host_segs.push_back({k.raw(), v.raw(), static_cast<int32_t>(sp.tokens)});
+    Tensor k = rng.tensor({sp.tokens, h, d}, -kscale * sp.kmul, kscale * sp.kmul);
+    Tensor v = rng.tensor({sp.tokens, h, d});
+    const int32_t n = static_cast<int32_t>(sp.tokens);
+    if (f8) {
+      if (!s.host_scales.defined()) {
+        s.host_scales = Tensor::zeros({2, h});
+        cpu().fp8_kv_scales(k, v, s.host_scales);
+        s.dev_scales = gpu().upload(s.host_scales, DType::F32);
+        dev_scales = &s.dev_scales;
+      }
+      Tensor k8 = Tensor::zeros(k.shape(), DType::F8E4M3), v8 = Tensor::zeros(k.shape(), dt);
+      cpu().store_kv(k, v, k8.raw(), v8.raw(), dt, &s.host_scales);
+      s.host_k.push_back(k8);
+      s.host_v.push_back(v8);
+      s.host_segs.push_back({k8.raw(), v8.raw(), n, s.host_scales.f32()});
+    } else {
+      k = round_to(k, dt);
+      v = round_to(v, dt);
+      s.host_k.push_back(k);
+      s.host_v.push_back(v);
+      s.host_segs.push_back({k.raw(), v.raw(), n});
+    }
     s.keys += sp.tokens;
+    const float* ds = f8 ? s.dev_scales.f32() : nullptr;
     if (sp.kind == 'p') {
       const size_t at = static_cast<size_t>(next_page--) * page_tokens * row_bytes;
       char* kd = static_cast<char*>(pool_k.raw()) + at;
       char* vd = static_cast<char*>(pool_v.raw()) + at;
-      gpu().store_kv(gpu().upload(k, DType::F32), gpu().upload(v, DType::F32), kd, vd, dt);
-      s.dev_segs.push_back({kd, vd, static_cast<int32_t>(sp.tokens)});
+      gpu().store_kv(gpu().upload(k, DType::F32), gpu().upload(v, DType::F32), kd, vd, dt,
+                     dev_scales);
+      s.dev_segs.push_back({kd, vd, n, ds});
     } else if (sp.kind == 's') {
       auto stream = std::make_unique<KVStream>(gpu(), h, d, dt, 512);
       Tensor gk = gpu().upload(k, DType::F32), gv = gpu().upload(v, DType::F32);
+      if (f8) {  // the cache moves stored e4m3 rows into its stream
+        Tensor k8 = gpu().alloc(k.shape(), dt), v8 = gpu().alloc(k.shape(), dt);
+        gpu().store_kv(gk, gv, k8.raw(), v8.raw(), dt, dev_scales);
+        gk = k8;
+        gv = v8;
+      }
       for (int64_t r = 0; r < sp.tokens; r += sp.frame) {
         const int64_t e = std::min(sp.tokens, r + sp.frame);
         stream->append(gk.slice(r, e), gv.slice(r, e));
       }
+      const size_t first = s.dev_segs.size();
       stream->segments(s.dev_segs);
+      for (size_t i = first; i < s.dev_segs.size(); ++i) s.dev_segs[i].scales = ds;
       s.streams.push_back(std::move(stream));
     } else {
-      Tensor gk = gpu().upload(k, dt), gv = gpu().upload(v, dt);
+      Tensor gk, gv;
+      if (f8) {
+        gk = gpu().alloc(k.shape(), dt);
+        gv = gpu().alloc(k.shape(), dt);
+        gpu().store_kv(gpu().upload(k, DType::F32), gpu().upload(v, DType::F32), gk.raw(), gv.raw(),
+                       dt, dev_scales);
+      } else {
+        gk = gpu().upload(k, dt);
+        gv = gpu().upload(v, dt);
+      }
       s.keep.push_back(gk);
       s.keep.push_back(gv);
-      s.dev_segs.push_back({gk.raw(), gv.raw(), static_cast<int32_t>(sp.tokens)});
+      s.dev_segs.push_back({gk.raw(), gv.raw(), n, ds});
     }
   }
   return s;
@@ -635,8 +676,9 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
                      std::vector<int64_t> rows = {}, float qscale = 1.f) {
   const int h = kv.h, d = kv.d;
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  Tensor q = round_to(rng.tensor({nq, h, d}, -qscale, qscale), kv.dt);
-  Tensor gq = gpu().upload(q, kv.dt);
+  const DType qdt = kv.dt == DType::F8E4M3 ? DType::BF16 : kv.dt;  // e4m3 K/V: bf16 queries
+  Tensor q = round_to(rng.tensor({nq, h, d}, -qscale, qscale), qdt);
+  Tensor gq = gpu().upload(q, qdt);
   const auto variants = attention_variants(kv);
   std::vector<Tensor> outs;
   for (const auto& v : variants) {
@@ -797,6 +839,73 @@ TEST(GpuOps, AttentionBF16ScoresJumpLateOrEarly) {
 // 79 segments: 70 short ones of 1 to 61 keys (shorter than any tile) between pages of 972, a
 // special-token stream and the current frame. Tiles straddle many segment boundaries and some
 // tiles span several segments.
+bool on_sm90() {
+  return gpu().name().find(", sm_90)") != std::string::npos;
+}
+std::vector<SegSpec> ragged_cache();
+
+// e4m3 K/V (the fp8 KV cache) on the Hopper kernel against the CPU attention over the same
+// bytes and scales: the whole window with the special stream, ragged segments, a late score
+// jump (keys past the scales' headroom saturate the same way on both), single rows.
+TEST(GpuOps, AttentionFp8MatchesTheCpuOnTheSameBytes) {
+  REQUIRE_GPU();
+  if (!on_sm90()) GTEST_SKIP() << "the fp8 KV cache needs compute capability 9.0";
+  Rng rng;
+  TRACE_SEED(rng);
+  const DType f8 = DType::F8E4M3;
+  KvSet full = make_kv(rng, 16, 64, f8, streaming_cache(8, 64, 200), 1.f);
+  check_attention(rng, full, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 16, 20), 3.f);
+  KvSet ragged = make_kv(rng, 16, 64, f8, ragged_cache(), 1.f);
+  check_attention(rng, ragged, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 24, 24), 3.f);
+  check_attention(rng, ragged, 5, DType::F32, kTolAttnBF16, {}, 3.f);
+  std::vector<SegSpec> late = streaming_cache(8, 4, 20);
+  late.back().kmul = 8.f;
+  check_attention(rng, make_kv(rng, 16, 64, f8, late, 1.f), 978, DType::BF16, kTolAttnBF16,
+                  spread_rows(978, 16, 16), 3.f);
+  check_attention(rng, make_kv(rng, 3, 64, f8, {{'d', 1}}, 1.f), 1, DType::F32, kTolAttnBF16);
+  check_attention(rng, make_kv(rng, 2, 64, f8, {{'d', 26}, {'s', 12, 6}, {'d', 3}}, 1.f), 7,
+                  DType::BF16, kTolAttnBF16);
+}
+
+// Scales and stored bytes are the CPU's, bit for bit, from F32 and from bf16 rows; the store
+// writes its rows and nothing around them.
+TEST(GpuOps, Fp8ScalesAndStoreMatchTheCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (DType act : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(act));
+    const int64_t n = 37, h = 16, d = 64, row = h * d;
+    Tensor k = round_to(rng.tensor({n, h, d}, -3.f, 3.f), act);
+    Tensor v = round_to(rng.tensor({n, h, d}, -0.02f, 0.02f), act);
+    Tensor want_scales = Tensor::zeros({2, h});
+    cpu().fp8_kv_scales(k, v, want_scales);
+    Tensor got_scales = poisoned({2, h}, DType::F32);
+    Tensor gk = gpu().upload(k, act), gv = gpu().upload(v, act);
+    gpu().fp8_kv_scales(gk, gv, got_scales);
+    Tensor gs = gpu().download(got_scales);
+    ASSERT_EQ(std::memcmp(gs.raw(), want_scales.raw(), gs.nbytes()), 0);
+    // Later rows use the first rows' scales: some saturate.
+    Tensor k2 = round_to(rng.tensor({n, h, d}, -20.f, 20.f), act);
+    for (const Tensor* rows : {&k, &k2}) {
+      std::vector<uint8_t> want_k(n * row), want_v(n * row);
+      cpu().store_kv(*rows, v, want_k.data(), want_v.data(), DType::F8E4M3, &want_scales);
+      // Byte storage inside poisoned F32 buffers (NaN: bytes 00 00 c0 7f), 5 rows in.
+      const int64_t words = (n + 10) * row / 4;
+      Tensor pk = poisoned({words}, DType::F32), pv = poisoned({words}, DType::F32);
+      gpu().store_kv(gpu().upload(*rows, act), gv, static_cast<char*>(pk.raw()) + 5 * row,
+                     static_cast<char*>(pv.raw()) + 5 * row, DType::F8E4M3, &got_scales);
+      Tensor hk = gpu().download(pk), hv = gpu().download(pv);
+      const auto* bk = static_cast<const uint8_t*>(hk.raw());
+      const auto* bv = static_cast<const uint8_t*>(hv.raw());
+      EXPECT_EQ(std::memcmp(bk + 5 * row, want_k.data(), n * row), 0);
+      EXPECT_EQ(std::memcmp(bv + 5 * row, want_v.data(), n * row), 0);
+      EXPECT_TRUE(std::isnan(hk.f32()[5 * row / 4 - 1]) && std::isnan(hk.f32()[(n + 5) * row / 4]))
+          << "store_kv wrote outside its rows";
+    }
+  }
+}
+
 std::vector<SegSpec> ragged_cache() {
   std::vector<SegSpec> specs;
   for (int i = 0; i < 4; ++i) specs.push_back({'p', 972});

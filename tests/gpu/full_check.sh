@@ -39,6 +39,8 @@ if [ -n "${REF:-}" ]; then
     timeout 120 build/lingbot-map bench --device cuda --width $w --json "$OUT/bench_$w.json" |
       grep -E "streaming|per frame" | sed "s/^/ours 378x$w: /"
   done
+  timeout 120 build/lingbot-map bench --device cuda --precision fp8 --json "$OUT/bench_fp8.json" |
+    grep -E "streaming|per frame" | sed "s/^/ours 378x504, fp8 KV cache: /"
   (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
     --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
   grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -8
@@ -58,7 +60,7 @@ else
   echo "python module not built here"
 fi
 timeout 120 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
-  --gtest_filter='GpuOps.AttentionBF16TinyAndOdd:GpuOps.AttentionBF16RaggedSegments:GpuOps.AttentionBF16ForcedSplits:GpuOps.AttentionBF16OneFrame:GpuOps.AttentionBF16ScoresJump*:GpuOps.LinearAdd*:GpuUpload*' \
+  --gtest_filter='GpuOps.AttentionBF16TinyAndOdd:GpuOps.AttentionBF16RaggedSegments:GpuOps.AttentionBF16ForcedSplits:GpuOps.AttentionBF16OneFrame:GpuOps.AttentionBF16ScoresJump*:GpuOps.LinearAdd*:GpuUpload*:GpuOps.Fp8*:GpuOps.AttentionFp8*' \
   >"$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
 stamp "done"

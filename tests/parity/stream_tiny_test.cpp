@@ -107,5 +107,37 @@ TEST(StreamParity, SessionDeliversReferenceResults) {
   EXPECT_EQ(session->cache_stats().stored_frames, 4 + 4);  // scale + keyframes 4, 7, 10, 13
 }
 
+// The fp8 KV cache (e4m3, per-head scales) against the reference's float32 run: held to the
+// tolerances the fixtures give a bf16 engine (3e-2 pose_enc, 2e-2 depth), since it rounds the
+// cache more coarsely than bf16 does.
+TEST(StreamParity, TinyFp8KvCacheWithinBf16Tolerances) {
+  const auto want = read_safetensors(test::fixtures_dir() + "/tiny/stream_kf1.safetensors").tensors;
+  auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny", .precision = "fp8"});
+  auto session = engine->start({.scale_frames = 4, .window = 6, .keyframe_interval = 1});
+  std::vector<float> pose, depth;
+  auto collect = [&](const FrameResult& r) {
+    pose.insert(pose.end(), r.pose_enc.begin(), r.pose_enc.end());
+    depth.insert(depth.end(), r.depth.begin(), r.depth.end());
+  };
+  for (const Tensor& f : test::tiny_frames()) session->push(f, collect);
+  session->finish(collect);
+  ASSERT_EQ(pose.size(), 16u * 9);
+  const auto p =
+      test::compare(Tensor::wrap(pose.data(), {16, 9}, DType::F32, nullptr), want.at("pose_enc"));
+  const auto d = test::compare(Tensor::wrap(depth.data(), {16, 56, 70}, DType::F32, nullptr),
+                               want.at("depth"));
+  std::printf("[ parity ] tiny fp8 KV cache kf1: pose_enc %.2e, depth %.2e relative\n",
+              p.relative(), d.relative());
+  EXPECT_LE(p.relative(), 3e-2);
+  EXPECT_LE(d.relative(), 2e-2);
+  EXPECT_GT(p.relative(), 0.0);  // the cache really was rounded
+  // Half the bytes of the float32 run's cache per stored frame.
+  auto f32_engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
+  auto f32 = f32_engine->start({.scale_frames = 4, .window = 6, .keyframe_interval = 1});
+  for (const Tensor& f : test::tiny_frames()) f32->push(f, [](const FrameResult&) {});
+  f32->finish([](const FrameResult&) {});
+  EXPECT_EQ(session->cache_stats().bytes * 4, f32->cache_stats().bytes);
+}
+
 }  // namespace
 }  // namespace lingbot

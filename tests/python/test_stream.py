@@ -55,6 +55,17 @@ def test_session_matches_reference(tiny_engine, tiny_frames, fixtures, k):
     np.testing.assert_allclose(c2w @ w2c, np.eye(4), atol=1e-4)
 
 
+def test_fp8_kv_cache_stays_within_the_bf16_tolerances(tiny_frames, fixtures):
+    # precision "fp8": the KV cache in e4m3 with per-head scales (on the CPU, the rest f32).
+    want = expected(fixtures, 1)
+    engine = lm.Engine("synthetic:1", arch="tiny", device="cpu", precision="fp8")
+    session = engine.start(scale_frames=SCALE, window=WINDOW)
+    results = push_all(session, tiny_frames)
+    pose = relative(np.stack([r.pose_enc for r in results]), want["pose_enc"])
+    assert 0 < pose <= 3e-2
+    assert relative(np.stack([r.depth for r in results]), want["depth"]) <= 2e-2
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_inference_streaming_matches_reference(tiny_engine, tiny_frames, fixtures, k):
     want = expected(fixtures, k)

@@ -63,8 +63,12 @@ class CountingBackend final : public Backend {
                     Tensor& out) override {
     cpu_->attention(q, kv, scale, out);
   }
-  void do_store_kv(const Tensor& k, const Tensor& v, void* kd, void* vd, DType dt) override {
-    cpu_->store_kv(k, v, kd, vd, dt);
+  void do_store_kv(const Tensor& k, const Tensor& v, void* kd, void* vd, DType dt,
+                   const Tensor* scales) override {
+    cpu_->store_kv(k, v, kd, vd, dt, scales);
+  }
+  void do_fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales) override {
+    cpu_->fp8_kv_scales(k, v, scales);
   }
   void do_patchify(const Tensor& img, int p, Tensor& rows) override {
     cpu_->patchify(img, p, rows);

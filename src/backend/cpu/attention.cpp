@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -356,13 +357,20 @@ struct Problem {
   const std::vector<KVSegment>* kv;
   const int64_t* start;  // start[i]: global index of segment i's first key; start[size] = nk
   float scale;
+  const float* f8_scales;  // e4m3 rows: [2, heads] K then V scales; null: F32 rows
 };
 
 // Walks the keys [k0, k1) of head `hh` across the segments, a tile at a time.
 class TileWalker {
  public:
   TileWalker(const Problem& pb, int64_t hh, int64_t k0, int64_t k1)
-      : kv_(*pb.kv), dim_(pb.dim), row_(pb.heads * pb.dim), head_(hh * pb.dim), pos_(k0), end_(k1) {
+      : kv_(*pb.kv),
+        esize_(pb.f8_scales ? 1 : 4),
+        dim_(pb.dim),
+        row_(pb.heads * pb.dim),
+        head_(hh * pb.dim),
+        pos_(k0),
+        end_(k1) {
     // The segment holding key k0: the last one starting at or before it (never an empty one).
     const int64_t nseg = static_cast<int64_t>(kv_.size());
     seg_ = std::upper_bound(pb.start, pb.start + nseg + 1, k0) - pb.start - 1;
@@ -378,9 +386,10 @@ class TileWalker {
         tok_ = 0;
         continue;
       }
-      const int64_t off = tok_ * row_ + head_;
-      t.k[t.n] = static_cast<const float*>(kv_[seg_].k) + off;
-      t.v[t.n] = static_cast<const float*>(kv_[seg_].v) + off;
+      // e4m3 rows are bytes behind a float pointer until run_item converts them.
+      const int64_t off = (tok_ * row_ + head_) * esize_;
+      t.k[t.n] = reinterpret_cast<const float*>(static_cast<const char*>(kv_[seg_].k) + off);
+      t.v[t.n] = reinterpret_cast<const float*>(static_cast<const char*>(kv_[seg_].v) + off);
       prefetch_row(t.k[t.n]);
       prefetch_row(t.v[t.n]);
       ++t.n;
@@ -397,9 +406,16 @@ class TileWalker {
   }
 
   const std::vector<KVSegment>& kv_;
-  const int64_t dim_, row_, head_;
+  const int64_t esize_, dim_, row_, head_;
   int64_t pos_, end_, seg_, tok_;
 };
+
+// Every e4m3 code's value.
+const std::array<float, 256> kF8Values = [] {
+  std::array<float, 256> t{};
+  for (int i = 0; i < 256; ++i) t[i] = f8e4m3_to_f32(static_cast<uint8_t>(i));
+  return t;
+}();
 
 // Runs heads `hh`, queries [q0, q0 + nqb), keys [k0, k1); leaves the unnormalised (m, l, O) in
 // `sc`.
@@ -421,7 +437,10 @@ void run_item(const Kernels& kern, const Problem& pb, int64_t hh, int64_t q0, in
   // sets and evict each other while the query pairs pass over them (at 16 heads x 64 dims all
   // into the same sets); then each tile is first copied into one contiguous block. Closer rows
   // are used where they are: the copy would cost more than it saves.
-  const bool pack = row * sizeof(float) >= 1024 && nqb > 2;
+  // e4m3 rows are always converted into the block (value = stored value * the head's scale).
+  const bool f8 = pb.f8_scales != nullptr;
+  const bool pack = f8 || (row * sizeof(float) >= 1024 && nqb > 2);
+  const float ks = f8 ? pb.f8_scales[hh] : 1.f, vs = f8 ? pb.f8_scales[pb.heads + hh] : 1.f;
   TileWalker walk(pb, hh, k0, k1);
   Tile ring[kAhead + 1];
   for (int i = 0; i < kAhead; ++i) walk.fill(ring[i]);
@@ -434,6 +453,17 @@ void run_item(const Kernels& kern, const Problem& pb, int64_t hh, int64_t q0, in
     if (pack) {
       packed.n = n;
       for (int j = 0; j < n; ++j) {
+        if (f8) {
+          const auto* k8 = reinterpret_cast<const uint8_t*>(tile->k[j]);
+          const auto* v8 = reinterpret_cast<const uint8_t*>(tile->v[j]);
+          for (int e = 0; e < dim; ++e) {
+            sc.kp[j * dim + e] = kF8Values[k8[e]] * ks;
+            sc.vp[j * dim + e] = kF8Values[v8[e]] * vs;
+          }
+          packed.k[j] = &sc.kp[j * dim];
+          packed.v[j] = &sc.vp[j * dim];
+          continue;
+        }
         packed.k[j] = std::copy_n(tile->k[j], dim, &sc.kp[j * dim]) - dim;
         packed.v[j] = std::copy_n(tile->v[j], dim, &sc.vp[j * dim]) - dim;
       }
@@ -473,7 +503,8 @@ void attention(const float* q, int64_t nq, int64_t heads, int64_t dim,
     std::fill_n(out, nq * heads * dim, 0.f);
     return;
   }
-  const Problem pb{q, nq, heads, dim, &kv, start.data(), scale};
+  const Problem pb{q,   nq,           heads, dim,
+                   &kv, start.data(), scale, kv.empty() ? nullptr : kv.front().scales};
 
   // Query blocks of equal size (at most kMaxBlock).
   const int64_t nblocks = (nq + kMaxBlock - 1) / kMaxBlock;

@@ -17,8 +17,9 @@ enum class AttentionIsa { Auto, Portable, Avx2 };
 bool attention_isa_available(AttentionIsa isa);
 
 // out[nq, heads, dim] = softmax(q . K^T * scale) . V over all segments' tokens, where q and out
-// are [nq, heads, dim] and each segment's K/V rows are [tokens, heads, dim], all F32. Avx2 with a
-// head_dim that is not a multiple of 8 runs the portable kernels.
+// are [nq, heads, dim] and each segment's K/V rows are [tokens, heads, dim], all F32, or e4m3
+// with the segments' scales (host memory; see KVSegment). Avx2 with a head_dim that is not a
+// multiple of 8 runs the portable kernels.
 void attention(const float* q, int64_t nq, int64_t heads, int64_t dim,
                const std::vector<KVSegment>& kv, float scale, float* out,
                AttentionIsa isa = AttentionIsa::Auto);

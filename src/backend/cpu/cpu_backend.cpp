@@ -210,10 +210,42 @@ class CpuBackend final : public Backend {
     cpu::attention(q.f32(), nq, h, d, kv, scale, out.f32());
   }
 
-  void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
-                   DType dtype) override {
-    std::memcpy(k_dst, k.f32(), k.nbytes());
-    std::memcpy(v_dst, v.f32(), v.nbytes());
+  void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype,
+                   const Tensor* scales) override {
+    if (!scales) {  // F32 rows, or e4m3 rows moving within the cache
+      std::memcpy(k_dst, k.raw(), k.nbytes());
+      std::memcpy(v_dst, v.raw(), v.nbytes());
+      return;
+    }
+    const int64_t h = k.dim(-2), d = k.dim(-1), rows = k.numel() / (h * d);
+    const float* sc = scales->f32();
+    for (int which = 0; which < 2; ++which) {
+      const float* src = (which == 0 ? k : v).f32();
+      auto* dst = static_cast<uint8_t*>(which == 0 ? k_dst : v_dst);
+#pragma omp parallel for schedule(static) if (rows * h * d > kParallelWork)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t hh = 0; hh < h; ++hh) {
+          const float s = sc[which * h + hh];
+          for (int64_t e = 0; e < d; ++e) {
+            const int64_t i = (r * h + hh) * d + e;
+            dst[i] = f32_to_f8e4m3(src[i] / s);
+          }
+        }
+    }
+  }
+
+  void do_fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales) override {
+    const int64_t h = k.dim(-2), d = k.dim(-1), rows = k.numel() / (h * d);
+    for (int which = 0; which < 2; ++which) {
+      const float* src = (which == 0 ? k : v).f32();
+      for (int64_t hh = 0; hh < h; ++hh) {
+        float amax = 0.f;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t e = 0; e < d; ++e)
+            amax = std::max(amax, std::fabs(src[(r * h + hh) * d + e]));
+        scales.f32()[which * h + hh] = fp8_scale(amax);
+      }
+    }
   }
 
   void do_patchify(const Tensor& img, int p, Tensor& rows) override {

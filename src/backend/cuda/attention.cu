@@ -447,6 +447,7 @@ void build_key_tables(const std::vector<const std::vector<KVSegment>*>& lists,
     KeyTable t;
     std::vector<int64_t> start;
     std::vector<const void*> kp, vp;
+    t.scales = list->empty() ? nullptr : list->front().scales;
     for (const auto& s : *list) {
       if (s.tokens <= 0) continue;
       LINGBOT_CHECK(s.k && s.v, "attention: segment without K/V storage");
@@ -497,6 +498,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
   k.nk = nk;
   k.scale_log2 = a.scale * kLog2e;
   k.rows16 = kv_aligned && (a.dim * (a.qkv_t == kF32 ? 4 : 2)) % 16 == 0;
+  k.kv_scales = t.scales;
 
   // Kernel choice and tuning knobs for tests and benchmarks: LINGBOT_ATTN_IMPL=mma|wgmma forces
   // the tensor-core kernel (wgmma only where wgmma_supported; elsewhere it falls back to mma),
@@ -511,7 +513,15 @@ void attention(Context& ctx, const AttentionArgs& a) {
   const bool tensor_cores = a.qkv_t == kBF16 && a.dim == kD && all_aligned;
   const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
   const char* used = "generic";
-  if (wgmma) {
+  if (t.scales) {
+    // e4m3 K/V: only the Hopper kernel reads them (it widens each tile to bf16 in shared memory).
+    LINGBOT_CHECK(
+        a.qkv_t == kBF16 && a.dim == kD && all_aligned && a.scale > 0.f && wgmma_supported(ctx),
+        "attention: an fp8 KV cache needs a compute capability 9.0 GPU (H100/H200), "
+        "bf16 queries and head_dim 64");
+    launch_wgmma(ctx, k, forced_splits);
+    used = "wgmma-fp8";
+  } else if (wgmma) {
     launch_wgmma(ctx, k, forced_splits);
     used = "wgmma";
   } else if (tensor_cores) {

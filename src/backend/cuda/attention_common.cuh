@@ -34,6 +34,7 @@ struct KernelArgs {
   int splits;
   float scale_log2;
   bool rows16;  // every K/V row starts 16-byte aligned and is a whole number of 16-byte chunks
+  const float* kv_scales;  // null: K/V in the queries' dtype; else e4m3, [2, heads] scales
 };
 
 __device__ __forceinline__ int find_segment(const SegTable& t, int64_t key) {

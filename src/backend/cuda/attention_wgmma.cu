@@ -24,8 +24,16 @@
 // FLOP took the kernel from ~360 to ~420 TFLOP/s. LINGBOT_ATTN_POLY=1 moves a quarter of the
 // exponentials to an FMA-pipe polynomial; it costs issue slots, which are the scarcer resource.
 //
+// e4m3 K/V (the fp8 KV cache): the producer copies the raw bytes a few tiles ahead into a second
+// ring and widens them to bf16 (exactly: every e4m3 value is a bf16 value) in the swizzled tiles
+// above, so the consumers are unchanged but for the head's K scale in the score scale and its V
+// scale in the final division. Half the bytes per key come from memory; the widening costs the
+// producer warps issue slots.
+//
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
+#include <cuda_fp8.h>
+
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -58,6 +66,11 @@ struct Cfg {
   // 1 KB of slack to align the tiles to the 1024-byte swizzle atom, then Q, the K and V rings and
   // two mbarriers per stage.
   static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 2 * kStages * 8;
+  // e4m3 K/V (kF8): the producer first copies each tile's bytes into a ring of kRawStages raw
+  // K/V tiles, then widens them into the bf16 ring above.
+  static constexpr int kRawStages = 4;
+  static constexpr uint32_t kRawTileBytes = kBN * kD;
+  static constexpr int kRawSmemBytes = 16 + 2 * kRawStages * kRawTileBytes;
   // setmaxnreg.inc waits for registers the CTA's other warps gave back, so the split must fit in
   // what the CTA was launched with (the launch bound's share, which ptxas allocates in full).
   static constexpr int kLaunchRegs = (65536 / kThreads) & ~7;
@@ -81,6 +94,7 @@ enum Mode : int {
   kNoLoad = 16,     // diagnosis: the producer copies nothing (wrong results)
   kNoSoftmax = 32,  // diagnosis: no softmax, S packed as P (wrong results)
   kGuard = 64,      // after the first tile, no tile maximum unless a probability could overflow
+  kF8 = 128,        // K/V stored as e4m3 with per-head scales (set by the dispatch, not a knob)
   // Measured alone at 72k keys: 467 TFLOP/s against 415 with kLazy only (10k keys: 418 / 380).
   kDefault = kLazy | kGuard,
 };
@@ -372,7 +386,123 @@ __device__ __forceinline__ void issue_pv(float (&o)[32], const uint32_t (&p)[kK]
 
 struct Smem {
   uint32_t q, k, v, full, empty;  // full/empty: first mbarrier of each ring
+  uint32_t raw;                   // kF8: the raw e4m3 K/V ring
 };
+
+// Four e4m3 values (one 32-bit word, lowest byte first) as four bf16 (two words), exactly: every
+// e4m3 value is a bf16 value.
+__device__ __forceinline__ void widen_e4m3(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const __half2_raw a =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffff), __NV_E4M3);
+  const __half2_raw b =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+  const float2 fa = __half22float2(__half2(a)), fb = __half22float2(__half2(b));
+  lo = pack_bf16(fa.x, fa.y);
+  hi = pack_bf16(fb.x, fb.y);
+}
+
+// The producer for e4m3 K/V. Thread pt copies 16-byte chunk pt % 4 of rows pt / 4 + 32 i (a row
+// of one head is 64 bytes) into the raw ring, kRawStages - 1 tiles ahead, and later widens the
+// same bytes (its own copies, so no barrier between copy and read) into the bf16 tile the
+// consumers read, in its 128-byte swizzle. Plain stores there go through the generic proxy: a
+// proxy fence before the arrival makes them visible to wgmma.
+template <class C, int kMode>
+__device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, int64_t kbeg,
+                                           int64_t kend, int ntiles, int h, int pt) {
+  constexpr int kRows = C::kBN / 32;  // rows per thread and tile
+  constexpr int kR = C::kRawStages;
+  const int chunk = pt & 3, rsub = pt >> 2;
+  const int64_t row_stride = int64_t(a.heads) * kD;
+  const int64_t col_off = int64_t(h) * kD + chunk * 16;
+  int cur = find_segment(a.seg, min(kbeg + rsub, a.nk - 1));
+  int64_t seg_lo = a.seg.start[cur], seg_hi = a.seg.start[cur + 1];
+  const char* kb = a.seg.k[cur];
+  const char* vb = a.seg.v[cur];
+  auto advance = [&](int64_t key) {
+    while (key >= seg_hi) {
+      ++cur;
+      seg_lo = seg_hi;
+      seg_hi = a.seg.start[cur + 1];
+      kb = a.seg.k[cur];
+      vb = a.seg.v[cur];
+    }
+  };
+  // Copies tile t (if any) into raw slot t % kR as one commit group; empty groups keep the
+  // group count equal to the tile count.
+  auto issue = [&](int t) {
+    if (t < ntiles) {
+      const uint32_t kdst = sm.raw + (t % kR) * 2 * C::kRawTileBytes + rsub * kD + chunk * 16;
+      const uint32_t vdst = kdst + C::kRawTileBytes;
+      const int64_t key0 = kbeg + int64_t(t) * C::kBN + rsub;
+      const int64_t key_last = key0 + 32 * (kRows - 1);
+      if (key0 < kend) advance(key0);
+      if (key_last < kend && key_last < seg_hi) {
+        const int64_t off = (key0 - seg_lo) * row_stride + col_off;
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          cp_async16(kdst + i * 32 * kD, kb + off + i * 32 * row_stride, true);
+          cp_async16(vdst + i * 32 * kD, vb + off + i * 32 * row_stride, true);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          const int64_t key = key0 + 32 * i;
+          const bool ok = key < kend;
+          const char* ks = kb;
+          const char* vs = vb;
+          if (ok) {
+            advance(key);
+            const int64_t off = (key - seg_lo) * row_stride + col_off;
+            ks = kb + off;
+            vs = vb + off;
+          }
+          cp_async16(kdst + i * 32 * kD, ks, ok);  // rows past the range are zero-filled
+          cp_async16(vdst + i * 32 * kD, vs, ok);
+        }
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  for (int t = 0; t < kR - 1; ++t) issue(t);
+  int stage = 0;
+  uint32_t round_parity = 0;
+  for (int t = 0; t < ntiles; ++t) {
+    issue(t + kR - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kR - 1) : "memory");  // tile t has landed
+    if (t >= C::kStages) mbar_wait(sm.empty + 8 * stage, round_parity ^ 1);
+    const uint32_t raw = sm.raw + (t % kR) * 2 * C::kRawTileBytes + rsub * kD + chunk * 16;
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint32_t tile = (kv == 0 ? sm.k : sm.v) + stage * C::kTileBytes;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        uint32_t w0, w1, w2, w3;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
+                     : "r"(raw + kv * C::kRawTileBytes + i * 32 * kD));
+        // One word at a time (8 bytes out): the producer runs on few registers.
+        const int r = rsub + 32 * i;
+        const uint32_t lo = tile + swz(r, 2 * chunk), hi = tile + swz(r, 2 * chunk + 1);
+        const uint32_t w[4] = {w0, w1, w2, w3};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t b0, b1;
+          widen_e4m3(w[j], b0, b1);
+          asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"((j < 2 ? lo : hi) + (j & 1) * 8),
+                       "r"(b0), "r"(b1)
+                       : "memory");
+        }
+      }
+    }
+    fence_proxy_async();
+    mbar_arrive(sm.full + 8 * stage);
+    if (++stage == C::kStages) {
+      stage = 0;
+      round_parity ^= 1;
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
 
 // Producer warpgroup: thread pt copies 16-byte chunk pt % 8 of rows pt / 8 + 16 i of every tile,
 // 8 consecutive threads covering one 128-byte row. Its keys only grow, so one segment cursor per
@@ -469,7 +599,9 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
   const int lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int q0 = blockIdx.x * C::kBM;
-  const float sl2 = a.scale_log2;
+  // e4m3 K/V: the head's K scale goes into the score scale, its V scale into the final division.
+  const float sl2 = (kMode & kF8) != 0 ? a.scale_log2 * a.kv_scales[h] : a.scale_log2;
+  const float vscale = (kMode & kF8) != 0 ? a.kv_scales[a.heads + h] : 1.f;
 
   // This warpgroup's 64 query rows; rows past nq are zero (finite scores, never stored).
   const char* qbase = static_cast<const char*>(a.q);
@@ -587,7 +719,7 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const float inv0 = vscale / l0, inv1 = vscale / l1;
   const int r0 = q0 + wg * 64 + ((tid >> 5) & 3) * 16 + g, r1 = r0 + 8;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -623,6 +755,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const K
   sm.v = sm.k + C::kStages * C::kTileBytes;
   sm.full = sm.v + C::kStages * C::kTileBytes;
   sm.empty = sm.full + C::kStages * 8;
+  sm.raw = (sm.empty + C::kStages * 8 + 15u) & ~15u;
 
   const int h = blockIdx.y;
   const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
@@ -639,7 +772,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const K
   __syncthreads();
   if (threadIdx.x >= C::kConsumerWarps * 32) {
     if constexpr (C::kRegs > 0) setmaxnreg_dec<C::kProducerRegs>();
-    produce<C, kMode>(a, sm, kbeg, kend, ntiles, h, threadIdx.x - C::kConsumerWarps * 32);
+    if constexpr ((kMode & kF8) != 0)
+      produce_f8<C, kMode>(a, sm, kbeg, kend, ntiles, h, threadIdx.x - C::kConsumerWarps * 32);
+    else
+      produce<C, kMode>(a, sm, kbeg, kend, ntiles, h, threadIdx.x - C::kConsumerWarps * 32);
   } else {
     if constexpr (C::kRegs > 0) setmaxnreg_inc<C::kRegs>();
     consume<C, kMode>(a, sm, kbeg, kend, ntiles, h);
@@ -663,7 +799,7 @@ struct Launch {
 template <class C, int... kModes>
 bool pick(int mode, Launch& l) {
   return ((mode == kModes ? (l = {attention_wgmma_kernel<C, kModes>, C::kBM, C::kBN, C::kThreads,
-                                  C::kSmemBytes},
+                                  C::kSmemBytes + ((kModes & kF8) != 0 ? C::kRawSmemBytes : 0)},
                              true)
                           : false) ||
           ...);
@@ -679,8 +815,13 @@ void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
                    (env_int("LINGBOT_ATTN_POLY", 0) ? kPoly : 0) |
                    (env_int("LINGBOT_ATTN_PINGPONG", 0) ? kPingPong : 0);
   Launch l{};
-  const bool found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6, 68>(mode, l)
-                          : pick<Cfg4x64, kDefault, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
+  bool found;
+  if (k.kv_scales) {  // e4m3 K/V: one variant, the default shape and mode
+    found = pick<Cfg4x64, kDefault | kF8>(kDefault | kF8, l);
+  } else {
+    found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6, 68>(mode, l)
+                 : pick<Cfg4x64, kDefault, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
+  }
   LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " +
                            (wide ? "2x128" : "4x64") + " attention kernel");
   {

@@ -167,6 +167,14 @@ struct Context {
 // Device memory owned by a Tensor: freed on the context's stream, which the deleter keeps alive.
 Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype);
 
+// ---- kv_fp8.cu -------------------------------------------------------------------------------
+// scales[2, heads] from rows k, v [rows, heads, dim] of dtype t (see Backend::fp8_kv_scales).
+void fp8_kv_scales(const void* k, const void* v, Elt t, int64_t rows, int heads, int dim,
+                   float* scales, cudaStream_t s);
+// dst[i] = e4m3(src[i] / scales[head of i]) over n elements of [rows, heads, dim].
+void quantize_fp8(const void* src, Elt t, void* dst, int64_t n, int heads, int dim,
+                  const float* scales, cudaStream_t s);
+
 // ---- elementwise.cu --------------------------------------------------------------------------
 void convert(const void* src, Elt st, void* dst, Elt dt, int64_t n, cudaStream_t s);
 void fill(void* dst, Elt dt, int64_t n, float value, cudaStream_t s);
@@ -208,7 +216,8 @@ struct KeyTable {
   const char* dev = nullptr;
   int nseg = 0;
   int64_t keys = 0;
-  bool aligned16 = true;  // every K/V pointer 16-byte aligned
+  bool aligned16 = true;          // every K/V pointer 16-byte aligned
+  const float* scales = nullptr;  // e4m3 K/V: the per-head scales of every segment (device)
 };
 // The host bytes of the tables of several lists, one after the other, and each table with its
 // byte offset in `dev` (to be rebased once the bytes are on the device).

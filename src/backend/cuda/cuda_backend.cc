@@ -339,13 +339,33 @@ class CudaBackend final : public Backend {
     run_attention(q, planned_[list], scale, out);
   }
 
-  void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst,
-                   DType dtype) override {
+  void do_store_kv(const Tensor& k, const Tensor& v, void* k_dst, void* v_dst, DType dtype,
+                   const Tensor* scales) override {
+    if (dtype == DType::F8E4M3) {
+      if (!scales) {  // e4m3 rows moving within the cache
+        LB_CUDA(cudaMemcpyAsync(k_dst, k.raw(), k.nbytes(), cudaMemcpyDeviceToDevice, s()));
+        LB_CUDA(cudaMemcpyAsync(v_dst, v.raw(), v.nbytes(), cudaMemcpyDeviceToDevice, s()));
+        return;
+      }
+      const int heads = static_cast<int>(k.dim(-2)), dim = static_cast<int>(k.dim(-1));
+      const float* sc = scales->f32();
+      cuda::quantize_fp8(k.raw(), elt_of(k.dtype(), "store_kv k"), k_dst, k.numel(), heads, dim, sc,
+                         s());
+      cuda::quantize_fp8(v.raw(), elt_of(v.dtype(), "store_kv v"), v_dst, v.numel(), heads, dim,
+                         sc + heads, s());
+      return;
+    }
     const Elt kt = elt_of(k.dtype(), "store_kv k");
     const Elt vt = elt_of(v.dtype(), "store_kv v");
     const Elt dt = elt_of(dtype, "store_kv storage");
     cuda::convert(k.raw(), kt, k_dst, dt, k.numel(), s());
     cuda::convert(v.raw(), vt, v_dst, dt, v.numel(), s());
+  }
+
+  void do_fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales) override {
+    const int heads = static_cast<int>(k.dim(-2)), dim = static_cast<int>(k.dim(-1));
+    cuda::fp8_kv_scales(k.raw(), v.raw(), elt_of(k.dtype(), "fp8_kv_scales k"),
+                        k.numel() / (int64_t(heads) * dim), heads, dim, scales.f32(), s());
   }
 
   void do_patchify(const Tensor& img, int p, Tensor& rows) override {
