@@ -41,7 +41,7 @@ class EngineImpl final : public Engine {
       config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
     }
-    resolve_precision(o.precision, is_cuda_device(o.device), config_);
+    resolve_precision(o.precision, is_cuda_device(o.device), backend_->reads_fp8_kv(), config_);
     model_ = std::make_unique<Model>(*backend_, *loader, config_);
     scheduler_ = std::make_unique<StepScheduler>(*model_);
     parameters_ = loader->parameters();

@@ -33,7 +33,7 @@ std::string describe_pools(const MemoryEstimate& m) {
 std::string describe_run(const RunPlan& plan, const Preflight& p) {
   return std::to_string(plan.frames) + " frames at " + std::to_string(plan.width) + "x" +
          std::to_string(plan.height) + " (" + dtype_name(p.compute) +
-         (plan.engine.precision == "fp8" ? ", KV cache F8_E4M3" : "") + ")";
+         (p.kv_cache != p.compute ? std::string(", KV cache ") + dtype_name(p.kv_cache) : "") + ")";
 }
 
 std::string describe_cached(const RunPlan& plan, const Preflight& p) {

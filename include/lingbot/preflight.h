@@ -68,7 +68,8 @@ struct RunPlan {
 
 struct Preflight {
   MemoryEstimate need;
-  DType compute = DType::F32;  // the dtype the engine will compute in
+  DType compute = DType::F32;   // the dtype the engine will compute in
+  DType kv_cache = DType::F32;  // ... and store the KV cache in (F8E4M3: the fp8 cache)
   // Frames the caches hold at the peak: of the run, or of one window in windowed mode.
   int64_t cached_frames = 0;
   // Windowed mode with a fixed keyframe interval: the windows planned and the frames of the

@@ -154,8 +154,9 @@ void bind_engine(py::module_& m) {
            "Loads a checkpoint (.pt, .safetensors) or makes synthetic weights "
            "(\"synthetic:SEED\").\n"
            "arch: \"lingbot-map\", \"tiny\" or None (from the checkpoint). device: \"cpu\" or "
-           "\"cuda\".\nprecision: \"auto\" (bf16 on the GPU, f32 on the CPU), \"f32\", "
-           "\"bf16\" or \"fp8\" (the KV cache in e4m3). threads: CPU threads, 0 = all.")
+           "\"cuda\".\nprecision: \"auto\" (f32 on the CPU; bf16 on the GPU, with the KV cache in "
+           "e4m3 on H100/H200), \"f32\", \"bf16\" (a bf16 KV cache too) or \"fp8\" (the KV "
+           "cache in e4m3). threads: CPU threads, 0 = all.")
       .def(
           "start",
           [](const std::shared_ptr<PyEngine>& e, int scale_frames, int window,

@@ -6,6 +6,9 @@ namespace lingbot {
 std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
   return make_cuda_backend(0, why);
 }
+bool cuda_reads_fp8_kv(int) {
+  return false;
+}
 std::unique_ptr<Backend> make_cuda_backend(int, std::string* why) {
   if (why) *why = "this build has no CUDA backend (configure with nvcc available)";
   return nullptr;

@@ -29,8 +29,10 @@ struct KVSegment {
 };
 
 // Largest |value| of the rows that set fp8 K/V scales, as a fraction of e4m3's largest finite
-// value (448): later rows up to this many times larger still fit before saturating.
-constexpr float kFp8Headroom = 4.f;
+// value (448): later rows up to this many times larger still fit before saturating. e4m3 is a
+// float, so the headroom costs no relative precision; only values below 1/1792 of that largest
+// one fall into its subnormals, where the absolute error stays below 3.5e-5 of it.
+constexpr float kFp8Headroom = 16.f;
 // The scale of a head whose largest |value| is amax (both backends compute exactly this).
 #ifdef __CUDACC__
 __host__ __device__
@@ -114,6 +116,9 @@ class Backend {
   virtual size_t device_memory_used() const { return 0; }
   // Device memory still free for this process (driver view); 0 = unknown, as on the CPU.
   virtual size_t device_memory_free() const { return 0; }
+  // Whether attention reads an e4m3 KV cache here (KVSegment::scales): the CPU always; CUDA on
+  // compute capability 9.0, whose attention kernel widens the bytes as it loads them.
+  virtual bool reads_fp8_kv() const { return true; }
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
   void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act = Act::None);
@@ -210,5 +215,8 @@ std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores
 // form is device 0.
 std::unique_ptr<Backend> make_cuda_backend(std::string* why = nullptr);
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why);
+// Backend::reads_fp8_kv of CUDA device `device`, without making a backend (false when there is
+// no such device or no CUDA build).
+bool cuda_reads_fp8_kv(int device);
 
 }  // namespace lingbot

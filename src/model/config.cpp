@@ -34,15 +34,21 @@ ModelConfig ModelConfig::infer(const TensorMap& tensors) {
               " matches no known architecture (lingbot-map: 1024, tiny: 128)");
 }
 
-void resolve_precision(const std::string& precision, bool cuda, ModelConfig& config) {
+void resolve_precision(const std::string& precision, bool cuda, bool reads_fp8_kv,
+                       ModelConfig& config) {
   if (precision != "auto" && precision != "f32" && precision != "bf16" && precision != "fp8")
     throw Error("unknown precision '" + precision + "' (auto, f32, bf16 or fp8)",
                 ErrorKind::InvalidArgument);
   if (precision == "bf16" && !cuda)
     throw Error("bf16 precision needs the cuda device (the CPU runs f32)",
                 ErrorKind::InvalidArgument);
+  if (precision == "fp8" && !reads_fp8_kv)
+    throw Error("fp8 precision needs a GPU of compute capability 9.0 (H100, H200) or the CPU",
+                ErrorKind::InvalidArgument);
   config.compute = precision == "bf16" || (precision != "f32" && cuda) ? DType::BF16 : DType::F32;
-  config.kv_fp8 = precision == "fp8";
+  // On the GPU the e4m3 cache is as fast as bf16 and within the bf16 engine's tolerances
+  // (docs/PERFORMANCE.md), at half the bytes.
+  config.kv_fp8 = precision == "fp8" || (precision == "auto" && cuda && reads_fp8_kv);
 }
 
 }  // namespace lingbot

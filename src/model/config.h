@@ -53,9 +53,11 @@ struct ModelConfig {
   static ModelConfig infer(const TensorMap& tensors);
 };
 
-// EngineOptions::precision on a CPU or a GPU: "f32", "bf16" (GPU only), "fp8" (the KV cache in
-// e4m3, the rest as "auto") or "auto" (bf16 on the GPU, f32 on the CPU). Sets `compute` and
-// `kv_fp8`; an unknown or unsupported name is an InvalidArgument error.
-void resolve_precision(const std::string& precision, bool cuda, ModelConfig& config);
+// EngineOptions::precision on a CPU or a GPU: "f32", "bf16" (GPU only: bf16 transformer and KV
+// cache), "fp8" (the KV cache in e4m3, the rest as "auto"; where `reads_fp8_kv`) or "auto" (f32
+// on the CPU; on the GPU bf16, with the KV cache in e4m3 where the GPU reads it). Sets `compute`
+// and `kv_fp8`; an unknown or unsupported name is an InvalidArgument error.
+void resolve_precision(const std::string& precision, bool cuda, bool reads_fp8_kv,
+                       ModelConfig& config);
 
 }  // namespace lingbot

@@ -1,5 +1,6 @@
 // preflight() for a run described the way the API starts one: the architecture and compute
 // dtype the engine will pick, without loading the weights.
+#include "backend/ops.h"
 #include "stream/preflight.h"
 #include "weights/checkpoint.h"
 
@@ -12,7 +13,8 @@ ModelConfig planned_config(const EngineOptions& o) {
                   : o.model.rfind("synthetic:", 0) == 0
                       ? ModelConfig::preset("lingbot-map")
                       : ModelConfig::infer(load_checkpoint(o.model));
-  resolve_precision(o.precision, is_cuda_device(o.device), c);
+  const int gpu = cuda_device_index(o.device);
+  resolve_precision(o.precision, gpu >= 0, gpu < 0 || cuda_reads_fp8_kv(gpu), c);
   return c;
 }
 
@@ -22,6 +24,7 @@ Preflight preflight(const RunPlan& p) {
   const ModelConfig config = planned_config(p.engine);
   Preflight r;
   r.compute = config.compute;
+  r.kv_cache = config.kv_fp8 ? DType::F8E4M3 : config.compute;
   if (p.windowed) {
     r.need = estimate_windowed_memory(config, r.compute, p.height, p.width, p.frames, *p.windowed,
                                       &p.results);

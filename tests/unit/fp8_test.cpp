@@ -171,7 +171,7 @@ TEST(Fp8, PagedCacheCalibratesOncePerSequenceAndMovesBytesIntoTheStream) {
   const float* scales = segs[0].scales;
   ASSERT_NE(scales, nullptr);
   for (const auto& s : segs) EXPECT_EQ(s.scales, scales);
-  // Calibrated from frame 0 only: later frames three times its range still fit (headroom 4).
+  // Calibrated from frame 0 only: later frames three times its range still fit (the headroom).
   for (int64_t i = 0; i < 8 * 2 * 64; ++i) {
     const float s = scales[(i / 64) % 2];
     const float got = f8e4m3_to_f32(static_cast<const uint8_t*>(segs[1].k)[i]) * s;

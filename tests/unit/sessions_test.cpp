@@ -170,7 +170,8 @@ TEST(Devices, NamesOfDevices) {
 TEST(GpuSessions, InterleavedPushesGetTheResultsOfEachSequenceAlone) {
   std::string why;
   if (!make_cuda_backend(&why)) GTEST_SKIP() << "no CUDA backend: " << why;
-  for (const char* precision : {"f32", "bf16"}) {
+  // "auto": the fp8 KV cache where the GPU reads it, each session with scales of its own.
+  for (const char* precision : {"f32", "bf16", "auto"}) {
     SCOPED_TRACE(precision);
     auto engine = Engine::create(
         {.model = "synthetic:1", .arch = "tiny", .device = "cuda", .precision = precision});

@@ -43,11 +43,14 @@ std::string soak_device() {
   return v && *v ? v : "cpu";
 }
 
-// The dtype the engine stores the paged KV cache in: its "auto" precision computes in bf16 on
-// the GPU and f32 on the CPU (engine.cpp), and kv_cache_config stores K/V in the compute dtype.
-// (The camera-head caches are F32 on both: Model::make_camera_cache.)
-DType kv_dtype(const std::string& device) {
-  return device == "cuda" ? DType::BF16 : DType::F32;
+// The tiny model as the engine configures it for "auto" precision on `device` (f32 on the CPU;
+// bf16 on the GPU, with the e4m3 KV cache where the GPU reads it). The camera-head caches are
+// F32 on both (Model::make_camera_cache).
+ModelConfig auto_config(const std::string& device) {
+  ModelConfig cfg = ModelConfig::preset("tiny");
+  const bool cuda = device == "cuda";
+  resolve_precision("auto", cuda, !cuda || cuda_reads_fp8_kv(0), cfg);
+  return cfg;
 }
 
 // Resident set of this process (kB), 0 where unknown.
@@ -62,8 +65,7 @@ struct Expected {
   size_t kv, camera;
 };
 
-// What the caches hold after `frames` frames (all keyframes) under `opt`; cfg.compute is the KV
-// cache's dtype.
+// What the caches hold after `frames` frames (all keyframes) under `opt`.
 Expected expected(const ModelConfig& cfg, const StreamOptions& opt, int64_t frames) {
   const KVCacheConfig kv = kv_cache_config(cfg, kSize, kSize, opt);
   const int64_t slots = opt.camera_iterations * kCameraDepth;
@@ -83,8 +85,7 @@ void soak(const StreamOptions& opt, int64_t frames) {
   }
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny", .device = device});
   auto session = engine->start(opt);
-  ModelConfig cfg = ModelConfig::preset("tiny");
-  cfg.compute = kv_dtype(device);
+  const ModelConfig cfg = auto_config(device);
   // What the memory check watches. On the CPU, the resident set: the caches are host memory.
   // On the GPU they are device memory, so the device memory in use (the driver's view, which
   // counts the whole device: run it alone); the stream-ordered pool it comes from rounds the

@@ -25,10 +25,11 @@
 // exponentials to an FMA-pipe polynomial; it costs issue slots, which are the scarcer resource.
 //
 // e4m3 K/V (the fp8 KV cache): the producer copies the raw bytes a few tiles ahead into a second
-// ring and widens them to bf16 (exactly: every e4m3 value is a bf16 value) in the swizzled tiles
-// above, so the consumers are unchanged but for the head's K scale in the score scale and its V
-// scale in the final division. Half the bytes per key come from memory; the widening costs the
-// producer warps issue slots.
+// ring and widens them to fp16 (exactly, one instruction per pair) in the swizzled tiles above;
+// the consumers run the same products on fp16 operands (Q converted once, P packed as fp16, the
+// overflow guard at 2^15), with the head's K scale in the score scale and its V scale in the
+// final division. Half the bytes per key come from memory; the widening costs the producer
+// warps issue slots.
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
@@ -67,7 +68,7 @@ struct Cfg {
   // two mbarriers per stage.
   static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 2 * kStages * 8;
   // e4m3 K/V (kF8): the producer first copies each tile's bytes into a ring of kRawStages raw
-  // K/V tiles, then widens them into the bf16 ring above.
+  // K/V tiles, then widens them into the (then fp16) ring above.
   static constexpr int kRawStages = 4;
   static constexpr uint32_t kRawTileBytes = kBN * kD;
   static constexpr int kRawSmemBytes = 16 + 2 * kRawStages * kRawTileBytes;
@@ -187,8 +188,10 @@ __device__ __forceinline__ uint64_t desc_mnmajor(uint32_t saddr) {
 }
 
 // S (64 x 128 keys, fp32) = or += A (64 x 16 from shared memory) . B (16 x 128 from shared memory,
-// stored K-major). accumulate = 0 overwrites d.
+// stored K-major). accumulate = 0 overwrites d. bf16 only (kHalf: fp16 operands, see kF8).
+template <bool kHalf>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  static_assert(!kHalf, "the 2x128 shape runs bf16 only");
   asm volatile(
       "{\n.reg .pred acc;\nsetp.ne.b32 acc, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -211,41 +214,53 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t d
       : "memory");
 }
 
+// The operand types of the m64n64k16 products: bf16, or fp16 in the e4m3 variant (kF8).
+#define LINGBOT_WGMMA_OUT32                                                                       \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define LINGBOT_WGMMA_SS64(TYPES)                                                \
+  asm volatile(                                                                  \
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                           \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES                        \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+      "%30, %31}, %32, %33, acc, 1, 1, 0, 0;\n}\n"                               \
+      : LINGBOT_WGMMA_OUT32                                                      \
+      : "l"(da), "l"(db), "r"(accumulate)                                        \
+      : "memory")
+#define LINGBOT_WGMMA_RS64(TYPES)                                                \
+  asm volatile(                                                                  \
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %37, 0;\n"                           \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES                        \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+      "%30, %31}, {%32, %33, %34, %35}, %36, acc, 1, 1, 1;\n}\n"                 \
+      : LINGBOT_WGMMA_OUT32                                                      \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)              \
+      : "memory")
+
 // S (64 x 64 keys) = or += A (64 x 16 from shared memory) . B (16 x 64 from shared memory,
 // K-major).
+template <bool kHalf>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, acc, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(accumulate)
-      : "memory");
+  if constexpr (kHalf)
+    LINGBOT_WGMMA_SS64("f16.f16");
+  else
+    LINGBOT_WGMMA_SS64("bf16.bf16");
 }
 
-// O (64 x 64, fp32) += A (64 x 16, bf16 fragments in registers) . B (16 x 64 from shared memory,
+// O (64 x 64, fp32) += A (64 x 16, fragments in registers) . B (16 x 64 from shared memory,
 // stored MN-major: transposed).
+template <bool kHalf>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4],
                                                    uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, acc, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
-      : "memory");
+  if constexpr (kHalf)
+    LINGBOT_WGMMA_RS64("f16.f16");
+  else
+    LINGBOT_WGMMA_RS64("bf16.bf16");
 }
 
 __device__ __forceinline__ float ex2(float x) {
@@ -357,31 +372,35 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[C::kSN], int64_t tile0, 
 }
 
 // Two adjacent 8-key column blocks of the score accumulators form the A fragment of one k16 step.
-template <int kSN>
-__device__ __forceinline__ void pack_p(const float (&s)[kSN], uint32_t (&p)[kSN / 8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kSN / 8; ++kk) {
-    p[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-    p[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-    p[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-    p[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-  }
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-template <int kSN>
+template <bool kHalf, int kSN>
+__device__ __forceinline__ void pack_p(const float (&s)[kSN], uint32_t (&p)[kSN / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kSN / 8; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      p[kk][j] = kHalf ? pack_f16(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1])
+                       : pack_bf16(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+}
+
+template <bool kHalf, int kSN>
 __device__ __forceinline__ void issue_qk(float (&s)[kSN], uint64_t dq, uint32_t k_tile) {
   const uint64_t dk = desc_kmajor(k_tile);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk)  // 32 bytes along the row per k16 step
-    wgmma_ss(s, dq + 2 * kk, dk + 2 * kk, kk > 0);
+    wgmma_ss<kHalf>(s, dq + 2 * kk, dk + 2 * kk, kk > 0);
 }
-template <int kK>
+template <bool kHalf, int kK>
 __device__ __forceinline__ void issue_pv(float (&o)[32], const uint32_t (&p)[kK][4],
                                          uint32_t v_tile) {
   const uint64_t dv = desc_mnmajor(v_tile);
 #pragma unroll
   for (int kk = 0; kk < kK; ++kk)  // 16 keys = 2 KB per k16 step
-    wgmma_m64n64k16_rs(o, p[kk], dv + 128 * kk);
+    wgmma_m64n64k16_rs<kHalf>(o, p[kk], dv + 128 * kk);
 }
 
 struct Smem {
@@ -389,21 +408,19 @@ struct Smem {
   uint32_t raw;                   // kF8: the raw e4m3 K/V ring
 };
 
-// Four e4m3 values (one 32-bit word, lowest byte first) as four bf16 (two words), exactly: every
-// e4m3 value is a bf16 value.
+// Four e4m3 values (one 32-bit word, lowest byte first) as four fp16 (two words), exactly: every
+// e4m3 value is an fp16 value, and the conversion is one instruction per pair.
 __device__ __forceinline__ void widen_e4m3(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  const __half2_raw a =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffff), __NV_E4M3);
-  const __half2_raw b =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
-  const float2 fa = __half22float2(__half2(a)), fb = __half22float2(__half2(b));
-  lo = pack_bf16(fa.x, fa.y);
-  hi = pack_bf16(fb.x, fb.y);
+  // The upper byte of each 16-bit half lands in the upper fp16 of its result.
+  asm volatile("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+      "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
 }
 
 // The producer for e4m3 K/V. Thread pt copies 16-byte chunk pt % 4 of rows pt / 4 + 32 i (a row
 // of one head is 64 bytes) into the raw ring, kRawStages - 1 tiles ahead, and later widens the
-// same bytes (its own copies, so no barrier between copy and read) into the bf16 tile the
+// same bytes (its own copies, so no barrier between copy and read) into the fp16 tile the
 // consumers read, in its 128-byte swizzle. Plain stores there go through the generic proxy: a
 // proxy fence before the arrival makes them visible to wgmma.
 template <class C, int kMode>
@@ -596,6 +613,9 @@ template <class C, int kMode>
 __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int64_t kbeg,
                                         int64_t kend, int ntiles, int h) {
   constexpr bool kTurns = (kMode & kPingPong) != 0 && C::kWG == 2;
+  // e4m3 K/V widen to fp16 in one instruction per pair; the products then run on fp16 operands
+  // (Q converted once below, P packed as fp16: its 10-bit mantissa loses less than bf16's).
+  constexpr bool kHalf = (kMode & kF8) != 0;
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
   const int lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int q0 = blockIdx.x * C::kBM;
@@ -613,6 +633,23 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     cp_async16(sm.q + swz(r, ch), src, ok);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  if constexpr (kHalf) {  // each thread converts the chunks it copied, bf16 to fp16 in place
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = lt + 128 * i, r = wg * 64 + (c >> 3), ch = c & 7;
+      const uint32_t at = sm.q + swz(r, ch);
+      uint32_t w[4];
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                   : "r"(at));
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w[j] = pack_f16(__uint_as_float(w[j] << 16), __uint_as_float(w[j] & 0xffff0000u));
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3])
+                   : "memory");
+    }
+  }
   fence_proxy_async();
   named_bar_sync(1 + wg, 128);
   const uint64_t dq = desc_kmajor(sm.q + wg * 64 * 128);
@@ -634,14 +671,14 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   fence_proxy_async();
   turns.wait();
   wgmma_fence();
-  issue_qk(s, dq, sm.k);
+  issue_qk<kHalf>(s, dq, sm.k);
   wgmma_commit();
   turns.pass();
   wgmma_wait<0>();
   fence_regs(s);
   if constexpr ((kMode & kNoSoftmax) == 0)
     softmax_tile<C, kMode>(s, kbeg, kend, tq, sl2, m0, m1, l0, l1, c0, c1);
-  pack_p(s, p);
+  pack_p<kHalf>(s, p);
 
   for (int t = 1; t < ntiles; ++t) {
     const int prev = stage;
@@ -653,9 +690,9 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     fence_proxy_async();
     turns.wait();
     wgmma_fence();
-    issue_qk(s, dq, sm.k + stage * C::kTileBytes);
+    issue_qk<kHalf>(s, dq, sm.k + stage * C::kTileBytes);
     wgmma_commit();
-    issue_pv(o, p, sm.v + prev * C::kTileBytes);
+    issue_pv<kHalf>(o, p, sm.v + prev * C::kTileBytes);
     wgmma_commit();
     turns.pass();
     wgmma_wait<1>();  // S of tile t is ready; P.V of tile t-1 keeps the tensor cores busy
@@ -666,13 +703,15 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
       bool done = false;
       if constexpr ((kMode & kGuard) != 0) {
         // Exponentials against the running maximum without looking for the tile's own: any
-        // probability up to 2^64 is safe in bf16 and in the fp32 sums and outputs, and a
-        // thread's share of a row sum bounds each of its probabilities. Only if some share
-        // passes 2^64 (or is not finite) does the warpgroup recompute S and take the usual path.
+        // probability up to 2^64 is safe in bf16 (2^15 in fp16) and in the fp32 sums and
+        // outputs, and a thread's share of a row sum bounds each of its probabilities. Only if
+        // some share passes that (or is not finite) does the warpgroup recompute S and take the
+        // usual path.
+        constexpr float kMaxP = kHalf ? 0x1p15f : 0x1p64f;
         mask_tile<C>(s, tile0, kend, tq);
         float sum0, sum1;
         exp_tile<C, kMode>(s, sl2, m0 * sl2, m1 * sl2, sum0, sum1);
-        if (!warpgroup_any(!(sum0 <= 0x1p64f && sum1 <= 0x1p64f), 1 + wg)) {
+        if (!warpgroup_any(!(sum0 <= kMaxP && sum1 <= kMaxP), 1 + wg)) {
           l0 += sum0;
           l1 += sum1;
           moved = false;
@@ -682,7 +721,7 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
           fence_regs(o);
           fence_regs(p);
           wgmma_fence();
-          issue_qk(s, dq, sm.k + stage * C::kTileBytes);
+          issue_qk<kHalf>(s, dq, sm.k + stage * C::kTileBytes);
           wgmma_commit();
           wgmma_wait<0>();
           fence_regs(s);
@@ -704,11 +743,11 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
         o[4 * j + 3] *= c1;
       }
     }
-    pack_p(s, p);
+    pack_p<kHalf>(s, p);
   }
   turns.wait();
   wgmma_fence();
-  issue_pv(o, p, sm.v + stage * C::kTileBytes);
+  issue_pv<kHalf>(o, p, sm.v + stage * C::kTileBytes);
   wgmma_commit();
   if (wg == 0) turns.pass();  // warpgroup 1 has no turn left to wait for
   wgmma_wait<0>();

@@ -247,6 +247,7 @@ class CudaBackend final : public Backend {
     size_t free = 0, total = 0;
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
+  bool reads_fp8_kv() const override { return ctx_->prop.major == 9 && ctx_->prop.minor == 0; }
 
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     matmul(x, w, b, y, act, false);
@@ -638,6 +639,15 @@ std::shared_ptr<Context> make_context(int device) {
 
 std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
   return make_cuda_backend(0, why);
+}
+
+bool cuda_reads_fp8_kv(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return prop.major == 9 && prop.minor == 0;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why) {

@@ -34,13 +34,15 @@ __global__ void __launch_bounds__(kScaleThreads)
   }
 }
 
-__global__ void quantize_kernel(const void* src, Elt t, uint8_t* dst, int64_t n, int heads, int dim,
+// One CTA per row of heads * dim values, 32-bit index math within the row (a 64-bit division
+// per element cost more than the conversion).
+__global__ void quantize_kernel(const void* src, Elt t, uint8_t* dst, unsigned row, unsigned dim,
                                 const float* scales) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const int h = static_cast<int>((i / dim) % heads);
-  const float x = __fdiv_rn(load_elt(src, t, i), scales[h]);
-  dst[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+  const int64_t base = int64_t(blockIdx.x) * row;
+  for (unsigned e = threadIdx.x; e < row; e += blockDim.x) {
+    const float x = __fdiv_rn(load_elt(src, t, base + e), scales[e / dim]);
+    dst[base + e] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+  }
 }
 
 }  // namespace
@@ -54,9 +56,12 @@ void fp8_kv_scales(const void* k, const void* v, Elt t, int64_t rows, int heads,
 void quantize_fp8(const void* src, Elt t, void* dst, int64_t n, int heads, int dim,
                   const float* scales, cudaStream_t s) {
   if (n == 0) return;
-  constexpr int kThreads = 256;
-  quantize_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-      src, t, static_cast<uint8_t*>(dst), n, heads, dim, scales);
+  const int64_t row = int64_t(heads) * dim, rows = n / row;
+  LINGBOT_CHECK(rows * row == n && row <= (int64_t(1) << 24) && rows < (int64_t(1) << 31),
+                "quantize_fp8: bad row geometry");
+  quantize_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(src, t, static_cast<uint8_t*>(dst),
+                                                              static_cast<unsigned>(row),
+                                                              static_cast<unsigned>(dim), scales);
   LB_CUDA_LAUNCHED();
 }
 
