@@ -76,6 +76,7 @@ struct Script {
   std::string target = "/v1/stream";
   std::vector<std::pair<bool, std::string>> messages;  // (binary, bytes)
   int drop_after = -1;
+  int pause_before_last_ms = 0;  // waits this long before sending the last message
   void text(const std::string& t) { messages.push_back({false, t}); }
   void binary(const std::string& b) { messages.push_back({true, b}); }
 };
@@ -114,6 +115,12 @@ class StreamClient {
   void write_next() {
     if (dropped_ || sent_ == script_.messages.size()) return;
     if (script_.drop_after >= 0 && int(sent_) == script_.drop_after) return;
+    if (script_.pause_before_last_ms > 0 && sent_ + 1 == script_.messages.size() && !paused_) {
+      paused_ = true;
+      pause_.expires_after(std::chrono::milliseconds(script_.pause_before_last_ms));
+      pause_.async_wait([this](beast::error_code) { write_next(); });
+      return;
+    }
     const auto& [binary, bytes] = script_.messages[sent_++];
     ws_.binary(binary);
     ws_.async_write(asio::buffer(bytes), [this](beast::error_code ec, size_t) {
@@ -148,6 +155,8 @@ class StreamClient {
 
   asio::io_context ioc_;
   websocket::stream<tcp::socket> ws_{ioc_};
+  asio::steady_timer pause_{ioc_};
+  bool paused_ = false;
   beast::flat_buffer buf_;
   int port_;
   Script script_;

@@ -124,6 +124,10 @@ void add_serve(CLI::App& app) {
   sub->add_option("--queue", s.queue, "frames read ahead of each stream's model steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  sub->add_option("--start-timeout", s.start_timeout_s,
+                  "seconds a connection may take to send its start message")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   sub->add_flag("--view", s.view,
                 "serve the browser viewer too: each live stream at /?session=ID (its id is in "
                 "/v1/info)");

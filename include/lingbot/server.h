@@ -37,7 +37,8 @@ struct ServerOptions {
   int max_sessions = 16;                      // streams at once, over all engines
   size_t max_frame_bytes = size_t{32} << 20;  // one frame message; larger ones close the stream
   int queue = 4;                              // frames read ahead of a session's model steps
-  StreamOptions stream;                       // defaults for what a start message leaves out
+  int start_timeout_s = 10;  // a connection with no "start" message by then is closed (1008)
+  StreamOptions stream;      // defaults for what a start message leaves out
   std::vector<ServedEngine> engines;
   // Bytes the sessions of each engine may reserve; 0 = measured when the server starts: the
   // device's free memory after the weights, or the host's available memory on the CPU.

@@ -13,7 +13,7 @@ using namespace net;  // beast, websocket, asio, tcp
 constexpr size_t kReadChunk = 256 * 1024;
 
 StreamConnection::StreamConnection(tcp::socket&& socket, Context& ctx)
-    : ws_(std::move(socket)), ctx_(ctx) {
+    : ws_(std::move(socket)), start_timer_(ws_.get_executor()), ctx_(ctx) {
   ++ctx_.connections;
 }
 
@@ -28,8 +28,18 @@ void StreamConnection::start(Request req) {
   ws_.read_message_max(0);  // read() enforces the limits, per message type
   ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
     if (ec) return;
+    self->start_timer_.expires_after(std::chrono::seconds(self->ctx_.options.start_timeout_s));
+    self->start_timer_.async_wait([weak = self->weak_from_this()](beast::error_code ec) {
+      if (auto c = weak.lock(); c && !ec) c->on_start_timeout();
+    });
     self->read();
   });
+}
+
+void StreamConnection::on_start_timeout() {
+  if (state_ != State::AwaitStart || closed_) return;
+  fail(1008, "no \"start\" message within " + std::to_string(ctx_.options.start_timeout_s) +
+                 " s of connecting");
 }
 
 void StreamConnection::read() {
@@ -80,6 +90,7 @@ void StreamConnection::on_text(const std::string& text) {
     return;
   }
   if (state_ != State::AwaitStart) return fail(1008, "a second \"start\"");
+  start_timer_.cancel();
   Context::Opened o;
   try {
     o = ctx_.open(m.start, [self = weak_from_this(), ex = ws_.get_executor()] {

@@ -34,8 +34,12 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   void pump();  // writes the next message unless one is being written
   void gone();  // the socket failed or closed: the session ends
   void wake();  // from any thread
+  void on_start_timeout();
 
   net::websocket::stream<net::beast::tcp_stream> ws_;
+  // Until "start" arrives the socket holds no session, but a slot of the server's connections:
+  // the websocket's own idle timeout (minutes) is too long for that.
+  net::asio::steady_timer start_timer_;
   Context& ctx_;
   net::beast::flat_buffer in_;
   std::shared_ptr<SessionWorker> worker_;

@@ -128,6 +128,8 @@ StreamServer::StreamServer(ServerOptions o) {
                     "serve: port must be 0..65535, got " + std::to_string(o.port));
   LINGBOT_CHECK_ARG(o.max_sessions >= 1, "serve: max sessions must be >= 1");
   LINGBOT_CHECK_ARG(o.queue >= 1, "serve: the queue must hold at least 1 frame");
+  LINGBOT_CHECK_ARG(o.start_timeout_s >= 1 && o.start_timeout_s <= 3600,
+                    "serve: the start timeout must be 1 to 3600 s");
   LINGBOT_CHECK_ARG(o.max_frame_bytes >= serve::kRawHeaderBytes,
                     "serve: max frame bytes too small");
   impl_ = std::make_unique<Impl>(std::move(o));

@@ -382,6 +382,33 @@ TEST_F(Serve, LoadLeavesTheServerAsItWas) {
   EXPECT_EQ(st.devices.at(0).reserved_bytes, 0u);
 }
 
+TEST_F(Serve, AConnectionThatNeverStartsIsClosedAfterTheStartTimeout) {
+  ServerOptions o;
+  o.start_timeout_s = 1;
+  auto server = serve(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Stream got = stream(server->port(), Script{});  // connects, then says nothing
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(got.handshake);
+  const json* err = got.find("error");
+  ASSERT_NE(err, nullptr) << got.error;
+  EXPECT_NE(err->at("reason").get<std::string>().find("start"), std::string::npos);
+  EXPECT_EQ(got.close_code, 1008);
+  EXPECT_GE(waited, 0.9);
+  ASSERT_TRUE(eventually([&] { return idle(*server) && server->stats().errors == 1; }));
+  // A stream that starts in time is not cut by the timer later.
+  Script s;
+  s.text(start_message({.scale_frames = 2}).dump());
+  s.binary(frames().raw[0]);
+  s.binary(frames().raw[1]);
+  s.pause_before_last_ms = 1500;
+  s.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), s);
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.error;
+  EXPECT_EQ(ok.results().size(), 2u);
+}
+
 TEST_F(Serve, StopClosesLiveStreams) {
   auto server = serve();
   Script s;
