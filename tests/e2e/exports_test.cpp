@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -370,8 +371,14 @@ TEST_F(Exports, KilledDemoKeepsValidExports) {
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_GE(done, 8u) << "the demo did not get far enough; see " << log;
-  ASSERT_TRUE(WIFSIGNALED(status));
+  // What the demo said, for a failure's message (the folder goes with the test suite).
+  const auto said = [&] {
+    std::ifstream f(log);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  ASSERT_GE(done, 8u) << "the demo did not get far enough (" << done
+                      << " frames); it said: " << said();
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the demo ended by itself first; it said: " << said();
   EXPECT_FALSE(fs::exists(out + "/predictions.safetensors"));  // that one is written at the end
 
   const auto json = read_lines(out + "/frames.jsonl");

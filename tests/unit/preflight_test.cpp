@@ -13,6 +13,7 @@
 #include "cache/camera_cache.h"
 #include "cache/paged_kv.h"
 #include "lingbot/engine.h"
+#include "lingbot/error.h"
 #include "model/model.h"
 #include "stream/windowed.h"
 
@@ -82,6 +83,35 @@ TEST(Preflight, CacheTermsMatchARealSession) {
   expect_caches_match({.scale_frames = 4, .window = 6, .keyframe_interval = 2}, 23);
   expect_caches_match(
       {.scale_frames = 4, .window = 6, .keyframe_interval = 1, .camera_iterations = 2}, 70);
+}
+
+// The preflight resolves the precision as the engine does: "fp8" stores the KV cache in e4m3
+// (a quarter of the f32 cache on the CPU), and the bytes it plans are what a session of that
+// engine reserves.
+TEST(Preflight, Fp8PrecisionPlansTheE4m3Cache) {
+  RunPlan plan;
+  plan.engine = {.model = "synthetic:1", .arch = "tiny", .device = "cpu"};
+  plan.height = 56;
+  plan.width = 70;
+  plan.frames = 30;
+  plan.stream = {.scale_frames = 4, .window = 6};
+  const Preflight f32 = preflight(plan);
+  plan.engine.precision = "fp8";
+  const Preflight f8 = preflight(plan);
+  EXPECT_EQ(f32.kv_cache, DType::F32);
+  EXPECT_EQ(f8.kv_cache, DType::F8E4M3);
+  EXPECT_EQ(f8.compute, DType::F32);
+  EXPECT_EQ(f8.need.kv_cache * 4, f32.need.kv_cache);
+  auto engine = Engine::create(plan.engine);
+  auto session = engine->start(plan.stream);
+  Tensor frame = Tensor::zeros({3, 56, 70});
+  for (int64_t i = 0; i < plan.frames; ++i) session->push(frame, [](const FrameResult&) {});
+  session->finish([](const FrameResult&) {});
+  const CacheStats s = session->cache_stats();
+  EXPECT_EQ(s.bytes_reserved * s.layers, f8.need.kv_cache);
+  // A GPU that does not read e4m3 (here: none at all) refuses "fp8" with a reason.
+  plan.engine.device = "cuda";
+  if (!cuda_reads_fp8_kv(0)) EXPECT_THROW(preflight(plan), Error);
 }
 
 TEST(Preflight, GrowsWithFramesWindowAndResolution) {
