@@ -53,7 +53,14 @@ class EngineImpl final : public Engine {
   }
 
   ModelInfo info() const override {
-    return {config_.arch, config_.dim, config_.depth, config_.heads, parameters_, backend_->name()};
+    return {config_.arch,
+            config_.dim,
+            config_.depth,
+            config_.heads,
+            parameters_,
+            backend_->name(),
+            dtype_name(config_.compute),
+            dtype_name(config_.kv_fp8 ? DType::F8E4M3 : config_.compute)};
   }
 
   size_t device_memory_used() const override { return backend_->device_memory_used(); }

@@ -52,6 +52,8 @@ nlohmann::ordered_json report_header(const BenchArgs& a, const ModelInfo& info) 
   return {{"arch", info.arch},
           {"backend", info.backend},
           {"precision", a.engine.precision},
+          {"compute", info.compute},
+          {"kv_cache", info.kv_cache},
           {"height", a.height},
           {"width", a.width},
           {"frames", a.frames},
@@ -273,10 +275,11 @@ int bench(const BenchArgs& a) {
   getrusage(RUSAGE_SELF, &ru);
   const ModelInfo info = engine->info();
   std::printf(
-      "model %s (%zu parameters) on %s, %dx%d, %d frames, scale %d, window %d, keyframe interval "
-      "%d\n",
-      info.arch.c_str(), info.parameters, info.backend.c_str(), a.width, a.height, a.frames,
-      a.stream.scale_frames, a.stream.window, a.stream.keyframe_interval);
+      "model %s (%zu parameters) on %s, %s (KV cache %s), %dx%d, %d frames, scale %d, window "
+      "%d, keyframe interval %d\n",
+      info.arch.c_str(), info.parameters, info.backend.c_str(), info.compute.c_str(),
+      info.kv_cache.c_str(), a.width, a.height, a.frames, a.stream.scale_frames, a.stream.window,
+      a.stream.keyframe_interval);
   std::printf(
       "load %.2f s | phase 1 (%d frames) %.1f ms | per frame at 10/50/90%%: %.1f / %.1f / %.1f "
       "ms\n",

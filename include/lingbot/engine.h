@@ -105,6 +105,9 @@ struct ModelInfo {
   int64_t dim = 0, depth = 0, heads = 0;
   size_t parameters = 0;
   std::string backend;
+  // What EngineOptions::precision resolved to: the transformer's dtype and the KV cache's
+  // ("F32", "BF16", "F8_E4M3").
+  std::string compute, kv_cache;
 };
 
 class Session {

@@ -192,9 +192,12 @@ void bind_engine(py::module_& m) {
             d["heads"] = i.heads;
             d["parameters"] = i.parameters;
             d["backend"] = i.backend;
+            d["compute"] = i.compute;
+            d["kv_cache"] = i.kv_cache;
             return d;
           },
-          "arch, dim, depth, heads, parameters, backend.")
+          "arch, dim, depth, heads, parameters, backend, compute and kv_cache (the dtypes the "
+          "precision resolved to: \"F32\", \"BF16\", \"F8_E4M3\").")
       .def(
           "device_memory_used", [](const PyEngine& e) { return e.engine->device_memory_used(); },
           "Device memory the process holds now (GPU; 0 on the CPU).")

@@ -102,7 +102,9 @@ struct StreamServer::Impl {
                             {"dim", m.dim},
                             {"depth", m.depth},
                             {"heads", m.heads},
-                            {"parameters", m.parameters}}},
+                            {"parameters", m.parameters},
+                            {"compute", m.compute},
+                            {"kv_cache", m.kv_cache}}},
                           {"devices", devices},
                           {"sessions", sessions}}
         .dump();

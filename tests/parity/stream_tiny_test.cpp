@@ -113,6 +113,8 @@ TEST(StreamParity, SessionDeliversReferenceResults) {
 TEST(StreamParity, TinyFp8KvCacheWithinBf16Tolerances) {
   const auto want = read_safetensors(test::fixtures_dir() + "/tiny/stream_kf1.safetensors").tensors;
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny", .precision = "fp8"});
+  EXPECT_EQ(engine->info().compute, "F32");
+  EXPECT_EQ(engine->info().kv_cache, "F8_E4M3");
   auto session = engine->start({.scale_frames = 4, .window = 6, .keyframe_interval = 1});
   std::vector<float> pose, depth;
   auto collect = [&](const FrameResult& r) {

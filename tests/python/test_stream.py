@@ -59,6 +59,7 @@ def test_fp8_kv_cache_stays_within_the_bf16_tolerances(tiny_frames, fixtures):
     # precision "fp8": the KV cache in e4m3 with per-head scales (on the CPU, the rest f32).
     want = expected(fixtures, 1)
     engine = lm.Engine("synthetic:1", arch="tiny", device="cpu", precision="fp8")
+    assert (engine.info["compute"], engine.info["kv_cache"]) == ("F32", "F8_E4M3")
     session = engine.start(scale_frames=SCALE, window=WINDOW)
     results = push_all(session, tiny_frames)
     pose = relative(np.stack([r.pose_enc for r in results]), want["pose_enc"])

@@ -342,6 +342,7 @@ TEST_F(Serve, InfoDescribesTheModelDevicesAndLiveSessions) {
   const json j = json::parse(r.body);
   EXPECT_EQ(j.at("model").at("arch"), "tiny");
   EXPECT_GT(j.at("model").at("parameters").get<size_t>(), 0u);
+  EXPECT_EQ(j.at("model").at("kv_cache"), "F32");  // the tiny model on the CPU, precision auto
   ASSERT_EQ(j.at("devices").size(), 1u);
   EXPECT_EQ(j.at("devices")[0].at("device"), "cpu");
   EXPECT_EQ(j.at("devices")[0].at("sessions"), 0);
