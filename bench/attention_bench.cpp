@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,36 @@ void set_env(const char* name, int64_t v) {
   setenv(name, std::to_string(v).c_str(), 1);
 }
 
+// Times batches of attention calls of 978 bf16 queries over `segs` (after three untimed calls)
+// and reports the per-call time and rate; a call the backend refuses skips the benchmark.
+void time_attention(benchmark::State& state, Backend& be, const std::vector<KVSegment>& segs,
+                    int64_t keys) {
+  Tensor q = be.upload(random_host({kQueries, kHeads, kDim}, 3, -3.f, 3.f), DType::BF16);
+  Tensor out = be.alloc({kQueries, kHeads, kDim}, DType::BF16);
+  try {
+    for (int i = 0; i < 3; ++i) be.attention(q, segs, 0.125f, out);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  be.synchronize();
+  constexpr int kCalls = 10;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) be.attention(q, segs, 0.125f, out);
+    be.synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+    total += dt.count();
+  }
+  const double flops = 4.0 * kQueries * static_cast<double>(keys) * kHeads * kDim;
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["us_per_call"] = total / calls * 1e6;
+  state.counters["TFLOPs"] = flops * 1e-12 * calls / total;
+  state.counters["segments"] = static_cast<double>(segs.size());
+}
+
 // Args: keys, kernel (0 mma with 8 warps, 1 mma with 4 warps, 2 wgmma, 3 wgmma with polynomial
 // exponentials, 4 wgmma in the 2x128 shape), forced splits (0 = automatic).
 void BM_PagedAttentionBF16(benchmark::State& state) {
@@ -101,30 +132,10 @@ void BM_PagedAttentionBF16(benchmark::State& state) {
   set_env("LINGBOT_ATTN_POLY", kernel == 3 ? 1 : 0);
   setenv("LINGBOT_ATTN_SHAPE", kernel == 4 ? "2x128" : "4x64", 1);
   set_env("LINGBOT_ATTN_SPLITS", state.range(2));
-  Pool& p = pool(*be, 72000);
-  const auto segs = streaming_segments(p, keys);
-  Tensor q = be->upload(random_host({kQueries, kHeads, kDim}, 3, -3.f, 3.f), DType::BF16);
-  Tensor out = be->alloc({kQueries, kHeads, kDim}, DType::BF16);
-  for (int i = 0; i < 3; ++i) be->attention(q, segs, 0.125f, out);
-  be->synchronize();
-  constexpr int kCalls = 10;
-  double total = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kCalls; ++i) be->attention(q, segs, 0.125f, out);
-    be->synchronize();
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    state.SetIterationTime(dt.count());
-    total += dt.count();
-  }
+  time_attention(state, *be, streaming_segments(pool(*be, 72000), keys), keys);
   for (const char* name : {"LINGBOT_ATTN_IMPL", "LINGBOT_ATTN_WARPS", "LINGBOT_ATTN_POLY",
                            "LINGBOT_ATTN_SHAPE", "LINGBOT_ATTN_SPLITS"})
     unsetenv(name);
-  const double flops = 4.0 * kQueries * static_cast<double>(keys) * kHeads * kDim;
-  const double calls = static_cast<double>(state.iterations()) * kCalls;
-  state.counters["us_per_call"] = total / calls * 1e6;
-  state.counters["TFLOPs"] = flops * 1e-12 * calls / total;
-  state.counters["segments"] = static_cast<double>(segs.size());
 }
 BENCHMARK(BM_PagedAttentionBF16)
     ->ArgNames({"keys", "kernel", "splits"})
@@ -175,29 +186,7 @@ void BM_PagedAttentionFP8(benchmark::State& state) {
   Pool8& p = pool8(*be, 72000);
   auto segs = streaming_segments(p.pool, keys);
   for (auto& s : segs) s.scales = p.scales.f32();
-  Tensor q = be->upload(random_host({kQueries, kHeads, kDim}, 3, -3.f, 3.f), DType::BF16);
-  Tensor out = be->alloc({kQueries, kHeads, kDim}, DType::BF16);
-  try {
-    for (int i = 0; i < 3; ++i) be->attention(q, segs, 0.125f, out);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  be->synchronize();
-  constexpr int kCalls = 10;
-  double total = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kCalls; ++i) be->attention(q, segs, 0.125f, out);
-    be->synchronize();
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    state.SetIterationTime(dt.count());
-    total += dt.count();
-  }
-  const double flops = 4.0 * kQueries * static_cast<double>(keys) * kHeads * kDim;
-  const double calls = static_cast<double>(state.iterations()) * kCalls;
-  state.counters["us_per_call"] = total / calls * 1e6;
-  state.counters["TFLOPs"] = flops * 1e-12 * calls / total;
+  time_attention(state, *be, segs, keys);
 }
 BENCHMARK(BM_PagedAttentionFP8)
     ->ArgNames({"keys"})

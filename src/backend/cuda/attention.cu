@@ -514,7 +514,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
   const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
   const char* used = "generic";
   if (t.scales) {
-    // e4m3 K/V: only the Hopper kernel reads them (it widens each tile to bf16 in shared memory).
+    // e4m3 K/V: only the Hopper kernel reads them (it widens each tile to fp16 in shared memory).
     LINGBOT_CHECK(
         a.qkv_t == kBF16 && a.dim == kD && all_aligned && a.scale > 0.f && wgmma_supported(ctx),
         "attention: an fp8 KV cache needs a compute capability 9.0 GPU (H100/H200), "

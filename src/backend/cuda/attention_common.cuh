@@ -122,9 +122,8 @@ inline void plan_splits(Context& ctx, KernelArgs& k, int64_t tiles, int tile_key
   }
 }
 
-// attention_wgmma.cu: the sm_90a kernel (head_dim 64, bf16). Available when the device is
-// compute capability 9.0 exactly: the sm_90a cubin runs nowhere else, and the PTX the build
-// embeds for other GPUs carries an empty body for it.
+// attention_wgmma.cu: the sm_90a kernel (head_dim 64, bf16 or e4m3 K/V). Available where
+// runs_sm90a.
 bool wgmma_supported(const Context& ctx);
 // LINGBOT_ATTN_SPLITS-style forced split count (0 = automatic). Sets k.splits.
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits);

@@ -412,7 +412,8 @@ struct Smem {
 // e4m3 value is an fp16 value, and the conversion is one instruction per pair.
 __device__ __forceinline__ void widen_e4m3(uint32_t w, uint32_t& lo, uint32_t& hi) {
   // The upper byte of each 16-bit half lands in the upper fp16 of its result.
-  asm volatile("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+  asm volatile(
+      "{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
       "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
       : "=r"(lo), "=r"(hi)
       : "r"(w));
@@ -825,7 +826,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const K
 }  // namespace
 
 bool wgmma_supported(const Context& ctx) {
-  return ctx.prop.major == 9 && ctx.prop.minor == 0;
+  return runs_sm90a(ctx.prop);
 }
 
 using Kernel = void (*)(const KernelArgs);

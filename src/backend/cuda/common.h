@@ -136,6 +136,12 @@ struct StreamOwner {
   ~StreamOwner();
 };
 
+// Compute capability 9.0 exactly (H100, H200): the sm_90a cubin of the Hopper kernels runs
+// nowhere else, and the PTX the build embeds for other GPUs carries an empty body for them.
+inline bool runs_sm90a(const cudaDeviceProp& p) {
+  return p.major == 9 && p.minor == 0;
+}
+
 struct Context {
   StreamOwner owner;
   int device = 0;

@@ -247,7 +247,7 @@ class CudaBackend final : public Backend {
     size_t free = 0, total = 0;
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
-  bool reads_fp8_kv() const override { return ctx_->prop.major == 9 && ctx_->prop.minor == 0; }
+  bool reads_fp8_kv() const override { return runs_sm90a(ctx_->prop); }
 
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     matmul(x, w, b, y, act, false);
@@ -647,7 +647,7 @@ bool cuda_reads_fp8_kv(int device) {
     cudaGetLastError();
     return false;
   }
-  return prop.major == 9 && prop.minor == 0;
+  return cuda::runs_sm90a(prop);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why) {
