@@ -52,6 +52,10 @@ inline std::vector<BadCall> bad_calls() {
          Tensor x = t(b, {1, 3, 8, 8}), w = t(b, {4, 3, 3, 3}), y = t(b, {1, 4, 8, 8});
          b.conv2d(x, w, nullptr, 1, 0, y);
        }});
+  calls.push_back({"conv2d: the epilogue is ReLU or accumulate, not both", [t](Backend& b) {
+                     Tensor x = t(b, {1, 3, 8, 8}), w = t(b, {4, 3, 3, 3}), y = t(b, {1, 4, 6, 6});
+                     b.conv2d(x, w, nullptr, 1, 0, y, Act::ReLU, true);
+                   }});
   calls.push_back({"upsample_bilinear: input [1, 3, 4, 4], output [1, 2, 8, 8]", [t](Backend& b) {
                      Tensor x = t(b, {1, 3, 4, 4}), y = t(b, {1, 2, 8, 8});
                      b.upsample_bilinear(x, y);

@@ -282,7 +282,10 @@ void Backend::patchify(const Tensor& img, int patch, Tensor& rows) {
 }
 
 void Backend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                     Tensor& y) {
+                     Tensor& y, Act act, bool accumulate) {
+  LINGBOT_CHECK(act == Act::None || act == Act::ReLU, "conv2d: the only activation is ReLU");
+  LINGBOT_CHECK(act == Act::None || !accumulate,
+                "conv2d: the epilogue is ReLU or accumulate, not both");
   check(x, "conv2d", "input", true);
   check(w, "conv2d", "weight", true);
   check(y, "conv2d", "output", true);
@@ -295,7 +298,7 @@ void Backend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stri
                     y.dim(3) == (wi + 2 * pad - kw) / stride + 1,
                 what);
   if (b) LINGBOT_CHECK(b->numel() == w.dim(0), shapes("conv2d", {{"weight", &w}, {"bias", b}}));
-  do_conv2d(x, w, b, stride, pad, y);
+  do_conv2d(x, w, b, stride, pad, y, act, accumulate);
 }
 
 void Backend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,

@@ -160,8 +160,10 @@ class Backend {
   // Image ops, NCHW, F32.
   // img[S, C, H, W] -> rows [S * (H/p) * (W/p), C*p*p] in (c, ky, kx) order.
   void patchify(const Tensor& img, int patch, Tensor& rows);
-  // y = conv(x, w[Co, Ci, kh, kw]) + b with zero padding.
-  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y);
+  // y = act(conv(x, w[Co, Ci, kh, kw]) + b) with zero padding, act None or ReLU; with
+  // `accumulate` (and no act) the result is added to y instead: a residual in the same pass.
+  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+              Act act = Act::None, bool accumulate = false);
   // Transposed conv with kernel == stride, no padding; w[Ci, Co, k, k].
   void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, Tensor& y);
   // Bilinear resize to y's size with align_corners = true.
@@ -196,7 +198,7 @@ class Backend {
   virtual void do_fp8_kv_scales(const Tensor& k, const Tensor& v, Tensor& scales) = 0;
   virtual void do_patchify(const Tensor& img, int patch, Tensor& rows) = 0;
   virtual void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                         Tensor& y) = 0;
+                         Tensor& y, Act act, bool accumulate) = 0;
   virtual void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
                                    Tensor& y) = 0;
   virtual void do_upsample_bilinear(const Tensor& x, Tensor& y) = 0;

@@ -175,11 +175,9 @@ int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const
   take(pl.resized3, {1, c[3], lh[3], lw[3]});
   for (int l = 3; l >= 0; --l) {
     take(pl.r[l], {1, f, lh[l], lw[l]});
-    take(pl.tmp1[l], {1, f, lh[l], lw[l]});
-    take(pl.tmp2[l], {1, f, lh[l], lw[l]});
+    take(pl.tmp[l], {1, f, lh[l], lw[l]});
     // refinenet{l+1} upsamples to the next finer level; refinenet1 to twice level 0.
     const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
-    take(pl.up[l], {1, f, oh, ow});
     if (l > 0) take(pl.fused[l], {1, f, oh, ow});
   }
   const int64_t before_fused0 = at;
@@ -237,26 +235,27 @@ void DepthHead::plan_for(Backend& be, int H, int W) {
 }
 
 // The reference's ReLUs are in-place, so the skip connection carries relu(x), not x:
-// RCU(x) = relu(x) + conv2(relu(conv1(relu(x)))). Result in x.
+// RCU(x) = relu(x) + conv2(relu(conv1(relu(x)))). Result in x: the second convolution adds
+// itself to it.
 void DepthHead::residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x,
-                                   Tensor& tmp1, Tensor& tmp2) {
+                                   Tensor& tmp) {
   be.activate(x, Act::ReLU);
-  be.conv2d(x, w.conv1.w, &w.conv1.b, 1, 1, tmp1);
-  be.activate(tmp1, Act::ReLU);
-  be.conv2d(tmp1, w.conv2.w, &w.conv2.b, 1, 1, tmp2);
-  be.add(x, tmp2);
+  be.conv2d(x, w.conv1.w, &w.conv1.b, 1, 1, tmp, Act::ReLU);
+  be.conv2d(tmp, w.conv2.w, &w.conv2.b, 1, 1, x, Act::None, /*accumulate=*/true);
 }
 
-// out = out_conv(upsample(RCU2(a + RCU1(b)))); a and b are overwritten.
+// out = out_conv(upsample(RCU2(a + RCU1(b)))); a and b are overwritten. out_conv is 1x1 and the
+// bilinear weights of each output pixel sum to one (align_corners), so the two commute: the
+// convolution runs before the upsampling, on a quarter of the pixels.
 void DepthHead::fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b,
-                             Tensor& tmp1, Tensor& tmp2, Tensor& up, Tensor& out) {
+                             Tensor& tmp, Tensor& out) {
   if (b) {
-    residual_conv_unit(be, w.rcu1, *b, tmp1, tmp2);
+    residual_conv_unit(be, w.rcu1, *b, tmp);
     be.add(a, *b);
   }
-  residual_conv_unit(be, w.rcu2, a, tmp1, tmp2);
-  be.upsample_bilinear(a, up);
-  be.conv2d(up, w.out_conv.w, &w.out_conv.b, 1, 0, out);
+  residual_conv_unit(be, w.rcu2, a, tmp);
+  be.conv2d(a, w.out_conv.w, &w.out_conv.b, 1, 0, tmp);
+  be.upsample_bilinear(tmp, out);
 }
 
 void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t s, float* depth,
@@ -281,18 +280,15 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
   stage.emplace(be, "depth: refinenets");
 
   // Coarse to fine: refinenet4 works on level 3 alone, refinenet{l+1} adds level l.
-  fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp1[3], pl.tmp2[3], pl.up[3],
-               pl.fused[3]);
+  fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp[3], pl.fused[3]);
   for (int l = 2; l >= 0; --l)
-    fusion_block(be, w_.refinenet[l], pl.fused[l + 1], &pl.r[l], pl.tmp1[l], pl.tmp2[l], pl.up[l],
-                 pl.fused[l]);
+    fusion_block(be, w_.refinenet[l], pl.fused[l + 1], &pl.r[l], pl.tmp[l], pl.fused[l]);
 
   stage.emplace(be, "depth: output convs");
   be.conv2d(pl.fused[0], w_.output_conv1.w, &w_.output_conv1.b, 1, 1, pl.o1);
   be.upsample_bilinear(pl.o1, pl.o1_up);
   be.add(pl.o1_up, pl.pos_out);
-  be.conv2d(pl.o1_up, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1, pl.o2);
-  be.activate(pl.o2, Act::ReLU);
+  be.conv2d(pl.o1_up, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1, pl.o2, Act::ReLU);
   be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
 
   stage.emplace(be, "depth: activation, download");

@@ -92,8 +92,8 @@ class DepthHead {
     std::array<Tensor, 4> proj;  // [1, C_l, ph, pw]
     Tensor resized0, resized1, resized3;
     std::array<Tensor, 4> r;           // layer_rn outputs, pyramid level l
-    std::array<Tensor, 4> tmp1, tmp2;  // RCU temporaries at level l
-    std::array<Tensor, 4> up, fused;   // refinenet{k+1} output before/after out_conv
+    std::array<Tensor, 4> tmp;    // at level l: the RCUs' inner activation, then out_conv's output
+    std::array<Tensor, 4> fused;  // refinenet{l+1}'s output, upsampled to the next finer level
     Tensor o1, o1_up, o2, logits;
     Tensor arena;  // the memory of every work tensor above (see place)
   };
@@ -104,10 +104,9 @@ class DepthHead {
   // the refinenets instead of taking its own.
   static int64_t place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const Tensor& arena,
                        Plan& pl);
-  void residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x, Tensor& tmp1,
-                          Tensor& tmp2);
-  void fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b, Tensor& tmp1,
-                    Tensor& tmp2, Tensor& up, Tensor& out);
+  void residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x, Tensor& tmp);
+  void fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b, Tensor& tmp,
+                    Tensor& out);
   void frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t s, float* depth,
              float* conf);
 

@@ -1190,6 +1190,73 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
   gpu().allow_fast_convolutions(false);
 }
 
+// The fast path's epilogues (ReLU, accumulate into the output) and its K splits, forced and
+// automatic (small layers split on their own), against the CPU on the same bf16-rounded inputs.
+TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    Shape x;
+    int64_t co;
+    int stride;
+  };
+  const Case cases[] = {{{1, 64, 23, 29}, 200, 1}, {{1, 96, 14, 18}, 256, 2}, {{2, 32, 5, 3}, 70, 1},
+                        {{1, 256, 7, 9}, 64, 1}};
+  gpu().allow_fast_convolutions(true);
+  for (const char* splits : {"auto", "1", "3", "7"})
+    for (const auto& c : cases)
+      for (int mode = 0; mode < 3; ++mode) {  // plain, ReLU, accumulate
+        if (std::strcmp(splits, "auto") == 0)
+          unsetenv("LINGBOT_CONV_SPLITS");
+        else
+          setenv("LINGBOT_CONV_SPLITS", splits, 1);
+        const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
+        SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " s=" +
+                     std::to_string(c.stride) + " splits " + splits + " mode " +
+                     std::to_string(mode));
+        const Act act = mode == 1 ? Act::ReLU : Act::None;
+        const bool accumulate = mode == 2;
+        Tensor x = round_to(rng.tensor(c.x), DType::BF16);
+        Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
+        Tensor b = rng.tensor({c.co});
+        Tensor y0 = rng.tensor({c.x[0], c.co, ho, wo});
+        Tensor want = Tensor::zeros(y0.shape());
+        if (accumulate) std::copy(y0.f32(), y0.f32() + y0.numel(), want.f32());
+        cpu().conv2d(x, w, &b, c.stride, 1, want, act, accumulate);
+        Tensor gb = gpu().upload(b, DType::F32);
+        Tensor y = accumulate ? gpu().upload(y0, DType::F32) : poisoned(want.shape(), DType::F32);
+        gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), &gb, c.stride, 1, y,
+                     act, accumulate);
+        EXPECT_LT(rel_err(y, want), kTolF32);
+      }
+  unsetenv("LINGBOT_CONV_SPLITS");
+  gpu().allow_fast_convolutions(false);
+}
+
+// The fallback (im2col + GEMM) path's epilogues.
+TEST(GpuOps, Conv2dGemmEpiloguesMatchCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (int k : {1, 3})
+    for (int mode = 1; mode < 3; ++mode) {
+      SCOPED_TRACE("k=" + std::to_string(k) + " mode " + std::to_string(mode));
+      const Act act = mode == 1 ? Act::ReLU : Act::None;
+      const bool accumulate = mode == 2;
+      Tensor x = rng.tensor({2, 5, 13, 17}), w = rng.tensor({7, 5, k, k}, -.3f, .3f);
+      Tensor b = rng.tensor({7}), y0 = rng.tensor({2, 7, 13, 17});
+      Tensor want = Tensor::zeros(y0.shape());
+      if (accumulate) std::copy(y0.f32(), y0.f32() + y0.numel(), want.f32());
+      cpu().conv2d(x, w, &b, 1, k / 2, want, act, accumulate);
+      Tensor gb = gpu().upload(b, DType::F32);
+      Tensor y = accumulate ? gpu().upload(y0, DType::F32) : poisoned(want.shape(), DType::F32);
+      gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), &gb, 1, k / 2, y, act,
+                   accumulate);
+      EXPECT_LT(rel_err(y, want), kTolF32);
+    }
+}
+
 TEST(GpuOps, DownloadIntoCopiesEveryDtype) {
   REQUIRE_GPU();
   Rng rng;

@@ -74,8 +74,8 @@ class CountingBackend final : public Backend {
     cpu_->patchify(img, p, rows);
   }
   void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                 Tensor& y) override {
-    cpu_->conv2d(x, w, b, stride, pad, y);
+                 Tensor& y, Act act, bool accumulate) override {
+    cpu_->conv2d(x, w, b, stride, pad, y, act, accumulate);
   }
   void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
                            Tensor& y) override {

@@ -266,7 +266,7 @@ class CpuBackend final : public Backend {
   }
 
   void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                 Tensor& y) override {
+                 Tensor& y, Act act, bool accumulate) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
@@ -296,12 +296,17 @@ class CpuBackend final : public Backend {
             }
         colp = cols.data();
       }
-      cpu::sgemm(false, false, co, npix, kdim, 1.f, w.f32(), kdim, colp, npix, 0.f, yp, npix);
-      if (b) {
-        const float* bp = b->f32();
+      cpu::sgemm(false, false, co, npix, kdim, 1.f, w.f32(), kdim, colp, npix,
+                 accumulate ? 1.f : 0.f, yp, npix);
+      if (b || act == Act::ReLU) {
+        const float* bp = b ? b->f32() : nullptr;
+        const bool relu = act == Act::ReLU;
 #pragma omp parallel for schedule(static) if (co * npix > kParallelWork)
         for (int64_t c = 0; c < co; ++c)
-          for (int64_t i = 0; i < npix; ++i) yp[c * npix + i] += bp[c];
+          for (int64_t i = 0; i < npix; ++i) {
+            float v = yp[c * npix + i] + (bp ? bp[c] : 0.f);
+            yp[c * npix + i] = relu ? std::max(v, 0.f) : v;
+          }
       }
     }
   }

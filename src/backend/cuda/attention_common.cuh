@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/mma.cuh"
 #include "backend/scratch.h"
 
 namespace lingbot::cuda::attn {
@@ -68,12 +69,6 @@ __device__ __forceinline__ void store_pair(const KernelArgs& a, int row, int h, 
 // tile it is also exactly the hardware's 128-byte swizzle, which wgmma descriptors understand.
 __device__ __forceinline__ uint32_t swz(int r, int c) {
   return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;  // 0 source bytes: the destination is zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-               : "memory");
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

@@ -258,18 +258,26 @@ void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t
 // Implicit-GEMM convolution on bf16 tensor cores (inputs rounded to bf16, fp32 accumulation).
 struct ConvArgs {
   const float* x = nullptr;     // [images, ci, hi, wi]
-  const void* w = nullptr;      // packed bf16 weights, set by conv2d_bf16
+  const void* w = nullptr;      // packed by conv_pack_weights
   const float* bias = nullptr;  // [co] or null
   float* y = nullptr;           // [images, co, ho, wo]
-  int ci = 0, hi = 0, wi = 0, co = 0, ho = 0, wo = 0, kh = 0, kw = 0, stride = 1, pad = 0;
-  int relu = 0;
+  int images = 1, ci = 0, hi = 0, wi = 0, co = 0, ho = 0, wo = 0, kh = 0, kw = 0, stride = 1,
+      pad = 0;
+  int relu = 0;        // y = relu(conv + bias)
+  int accumulate = 0;  // y += conv + bias (not with relu)
 };
 bool conv_supported(int64_t ci, int64_t kh, int64_t kw);
-// Bytes of the packed bf16 weights conv2d_bf16 needs in `packed`.
+// Bytes of the packed bf16 weights: [co rounded up to 128, kh * kw, ci].
 size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw);
+// w[co, ci, kh, kw] f32 -> `packed` (conv_packed_bytes).
+void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh,
+                       int64_t kw, cudaStream_t s);
+// Scratch conv2d_bf16 takes: the input channels-last in bf16, and the partial sums where K is
+// split; never more than the im2col columns of the same convolution (scratch::conv2d_floats).
 // `sms`: the device's multiprocessors, for the tile choice. LINGBOT_CONV_BN=32|64|128 forces the
-// output channels per CTA (tests, measurements).
-void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, int sms, cudaStream_t s);
+// output channels per CTA, LINGBOT_CONV_SPLITS=n the K splits (tests, measurements).
+size_t conv_scratch_bytes(const ConvArgs& a, int sms);
+void conv2d_bf16(const ConvArgs& a, void* scratch, int sms, cudaStream_t s);
 
 // ---- gemm.cc ---------------------------------------------------------------------------------
 // Column-major D[m, n] = op(A)[m, k] . op(B)[k, n] (+ bias[m]) (+ D with `accumulate`) with an

@@ -1,27 +1,48 @@
 // Implicit-GEMM convolution on bf16 tensor cores: y[co, pixel] = sum over (tap, ci) of
-// w[co, tap, ci] * x[ci, pixel shifted by tap], fp32 accumulation. No column buffer: each CTA
-// gathers its slice of the virtual im2col matrix straight from the NCHW input, rounding to bf16
-// on the way into shared memory. This replaces im2col + GEMM for the depth head's 3x3
-// convolutions, where the column buffer (9x the input, up to 0.9 GB at 378x504) and its
-// integer-heavy gather cost far more than the arithmetic.
+// w[co, tap, ci] * x[pixel shifted by tap, ci], fp32 accumulation. No column buffer: each CTA
+// copies its slice of the virtual im2col matrix straight from the input. This replaces im2col +
+// GEMM for the depth head's 3x3 convolutions, where the column buffer (9x the input, up to
+// 0.9 GB at 378x504) costs far more than the arithmetic.
 //
-// Tiling: 128 output pixels x BN output channels per CTA, K in steps of 32 (one tap, 32
-// consecutive input channels, so ci must be a multiple of 32), 8 warps as 4 (pixels) x 2
-// (channels). The next K step's global loads are in registers while the current one runs.
-// The gather of the input tile (scalar loads, a bf16 rounding each) costs more than its
-// products; BN = 128 halves the gathers per product where the layer has enough pixels to keep
-// every multiprocessor busy with the wider tiles.
+// The input is first rewritten channels-last in bf16 (one transposing pass, a fraction of the
+// convolution's own reads): then every K step of a CTA, one tap and 32 consecutive channels of
+// 128 pixels, is 16-byte rows that cp.async copies in a 4-stage ring without passing through
+// registers, with zero fill at the borders. A first version gathered the planar f32 input with
+// scalar loads and rounded each value on the way into shared memory; that gather, not the
+// products, set its speed.
+//
+// Tiling: 128 output pixels x BN output channels per CTA, 8 warps as 4 (pixels) x 2 (channels),
+// mma.sync m16n8k16. Layers with too few tiles to fill the device split K (the taps and input
+// channels) over CTAs: each split writes its partial sums and one more pass adds them in a fixed
+// order, so the result does not depend on scheduling. The weights are packed once per weight
+// tensor by the caller ([co rounded up to 128][tap][ci], bf16).
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/scratch.h"
 
 namespace lingbot::cuda {
 namespace {
 
-constexpr int kBM = 128, kBK = 32, kThreads = 256;
-constexpr int kApitch = kBM + 8;  // +16 bytes per row: ldmatrix rows land on distinct banks
-constexpr int kBpitch = kBK + 8;
+constexpr int kBM = 128, kBK = 32, kStages = 4, kThreads = 256;
+constexpr int kPitch = kBK + 8;  // 80-byte rows: the 8 rows of an ldmatrix land on distinct banks
+constexpr int kMaxSplits = 32;
+
+struct KernelArgs {
+  const __nv_bfloat16* x;  // [images, hi, wi, ci]
+  const __nv_bfloat16* w;  // [co rounded up to 128, taps, ci]
+  const float* bias;       // [co] or null; applied here only without a split
+  float* out;              // y [images, co, ho*wo], or partials [splits, images, co, ho*wo]
+  int ci, hi, wi, co, ho, wo, kh, kw, stride, pad, images, splits;
+  int relu, accumulate;  // without a split only
+};
+
+template <int BN>
+constexpr int smem_bytes() {
+  return kStages * (kBM + BN) * kPitch * 2;
+}
 
 // w[co, ci, kh, kw] f32 -> packed[co_pad, kh * kw, ci] bf16, rows past co zero.
 __global__ void pack_weights_kernel(const float* __restrict__ w, __nv_bfloat16* __restrict__ out,
@@ -35,82 +56,105 @@ __global__ void pack_weights_kernel(const float* __restrict__ w, __nv_bfloat16* 
   }
 }
 
+// x[images, ci, hw] f32 -> [images, hw, ci] bf16 through 32 x 32 tiles (ci a multiple of 32).
+__global__ void to_channels_last_kernel(const float* __restrict__ x,
+                                        __nv_bfloat16* __restrict__ out, int ci, int hw) {
+  __shared__ float tile[32][33];
+  const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
+  x += int64_t(blockIdx.z) * ci * hw;
+  out += int64_t(blockIdx.z) * ci * hw;
+#pragma unroll
+  for (int j = 0; j < 32; j += 8) {
+    const int p = p0 + tx;
+    tile[ty + j][tx] = p < hw ? x[int64_t(c0 + ty + j) * hw + p] : 0.f;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < 32; j += 8) {
+    const int p = p0 + ty + j;
+    if (p < hw) out[int64_t(p) * ci + c0 + tx] = __float2bfloat16_rn(tile[tx][ty + j]);
+  }
+}
+
 template <int BN>
-__global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
+__global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
   constexpr int kWarpN = BN / 2, kNT = kWarpN / 8;  // channels and n8 tiles per warp
-  __shared__ __align__(16) __nv_bfloat16 sA[2][kBK][kApitch];
-  __shared__ __align__(16) __nv_bfloat16 sB[2][BN][kBpitch];
+  constexpr int kAStage = kBM * kPitch, kBStage = BN * kPitch;  // bf16 elements per stage
+  constexpr int kBRows = BN < 64 ? 1 : BN / 64;                 // weight rows per loader thread
+  extern __shared__ __align__(16) unsigned char smem[];
+  const uint32_t sA = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t sB = sA + kStages * kAStage * 2;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp & 3, warp_n = warp >> 2;
-  const int npix = a.ho * a.wo, hw = a.hi * a.wi, taps = a.kh * a.kw;
-  const int K = a.ci * taps, ktiles = K / kBK;
+  const int npix = a.ho * a.wo, K = a.ci * a.kh * a.kw, ktiles = K / kBK;
+  const int img = blockIdx.z / a.splits, split = blockIdx.z - img * a.splits;
+  const int kt0 = static_cast<int>(int64_t(ktiles) * split / a.splits);
+  const int nk = static_cast<int>(int64_t(ktiles) * (split + 1) / a.splits) - kt0;
   const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * BN;
-  const float* x = a.x + int64_t(blockIdx.z) * a.ci * hw;
+  const __nv_bfloat16* x = a.x + int64_t(img) * a.hi * a.wi * a.ci;
 
-  // Each thread gathers one pixel's values for 16 of the 32 channels of a K step.
-  const int am = tid & (kBM - 1), ak = tid >> 7;
-  const int pix = m0 + am;
-  const bool pix_ok = pix < npix;
-  const int oy = pix_ok ? pix / a.wo : 0, ox = pix_ok ? pix - (pix / a.wo) * a.wo : 0;
-  const int by = oy * a.stride - a.pad, bx = ox * a.stride - a.pad;
-  // And one 16-byte chunk of every 64th row of the weight tile (BN rows x 4 chunks).
-  constexpr int kBRows = BN < 64 ? 1 : BN / 64;
-  const int bn = tid >> 2, bc = tid & 3;
-  const bool b_loader = bn < BN;
+  // Each thread copies 16 bytes (8 channels, chunk `ch` of 4) of pixel rows `ar` and `ar + 64`,
+  // and of weight rows `ar + 64 i`.
+  const int ar = tid >> 2, ch = tid & 3;
+  int by[2], bx[2];
+  bool pix_ok[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int pix = m0 + ar + 64 * i;
+    pix_ok[i] = pix < npix;
+    const int oy = pix_ok[i] ? pix / a.wo : 0, ox = pix_ok[i] ? pix - oy * a.wo : 0;
+    by[i] = oy * a.stride - a.pad;
+    bx[i] = ox * a.stride - a.pad;
+  }
+  const bool b_loader = ar < BN;
 
-  float areg[16];
-  uint4 breg[kBRows];
-  auto load = [&](int kt) {
+  auto load = [&](int kt, int stage) {
     const int k0 = kt * kBK, tap = k0 / a.ci, c0 = k0 - tap * a.ci;
     const int ky = tap / a.kw, kx = tap - ky * a.kw;
-    const int iy = by + ky, ix = bx + kx;
-    const bool ok = pix_ok && iy >= 0 && iy < a.hi && ix >= 0 && ix < a.wi;
-    const float* src = x + int64_t(c0 + ak) * hw + (ok ? iy * a.wi + ix : 0);
 #pragma unroll
-    for (int j = 0; j < 16; ++j) areg[j] = ok ? __ldg(src + int64_t(2 * j) * hw) : 0.f;
-    if (b_loader) {
-#pragma unroll
-      for (int i = 0; i < kBRows; ++i)
-        breg[i] = __ldg(reinterpret_cast<const uint4*>(
-            static_cast<const __nv_bfloat16*>(a.w) + int64_t(n0 + bn + 64 * i) * K + k0 + bc * 8));
+    for (int i = 0; i < 2; ++i) {
+      const int iy = by[i] + ky, ix = bx[i] + kx;
+      const bool ok = pix_ok[i] && iy >= 0 && iy < a.hi && ix >= 0 && ix < a.wi;
+      const __nv_bfloat16* src = ok ? x + (int64_t(iy) * a.wi + ix) * a.ci + c0 + ch * 8 : a.x;
+      cp_async16(sA + ((stage * kAStage + (ar + 64 * i) * kPitch + ch * 8) * 2), src, ok);
     }
-  };
-  auto store = [&](int buf) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) sA[buf][ak + 2 * j][am] = __float2bfloat16_rn(areg[j]);
     if (b_loader) {
 #pragma unroll
-      for (int i = 0; i < kBRows; ++i)
-        *reinterpret_cast<uint4*>(&sB[buf][bn + 64 * i][bc * 8]) = breg[i];
+      for (int i = 0; i < kBRows; ++i) {
+        const int row = ar + 64 * i;
+        cp_async16(sB + ((stage * kBStage + row * kPitch + ch * 8) * 2),
+                   a.w + int64_t(n0 + row) * K + k0 + ch * 8, true);
+      }
     }
   };
 
   float acc[2][kNT][4] = {};
-  load(0);
-  store(0);
-  __syncthreads();
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int buf = kt & 1;
-    if (kt + 1 < ktiles) load(kt + 1);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) load(kt0 + s, s);
+    cp_async_commit();
+  }
+  for (int i = 0; i < nk; ++i) {
+    cp_async_wait<kStages - 2>();  // step i has landed (for this thread) ...
+    __syncthreads();               // ... for all, and step i - 1's stage is free again
+    if (i + kStages - 1 < nk) load(kt0 + i + kStages - 1, (i + kStages - 1) % kStages);
+    cp_async_commit();
+    const uint32_t a_st = sA + (i % kStages) * kAStage * 2, b_st = sB + (i % kStages) * kBStage * 2;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       uint32_t af[2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
-        // A is stored k-major, so .trans hands out the row-major fragment.
-        const int row = kk + (lane & 7) + ((lane >> 4) & 1) * 8;
-        const int col = warp_m * 32 + mi * 16 + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4_trans(static_cast<uint32_t>(__cvta_generic_to_shared(&sA[buf][row][col])),
-                          af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+        const int row = warp_m * 32 + mi * 16 + (lane & 15), col = kk + (lane >> 4) * 8;
+        ldmatrix_x4(a_st + (row * kPitch + col) * 2, af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
       }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         const int row = warp_n * kWarpN + np * 16 + (lane & 7) + ((lane >> 4) & 1) * 8;
         const int col = kk + ((lane >> 3) & 1) * 8;
         uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(static_cast<uint32_t>(__cvta_generic_to_shared(&sB[buf][row][col])), b0, b1, b2,
-                    b3);
+        ldmatrix_x4(b_st + (row * kPitch + col) * 2, b0, b1, b2, b3);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
           mma_bf16(acc[mi][2 * np], af[mi], b0, b1);
@@ -118,11 +162,11 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
         }
       }
     }
-    if (kt + 1 < ktiles) store(buf ^ 1);
-    __syncthreads();
   }
+  cp_async_wait<0>();
 
-  float* y = a.y + int64_t(blockIdx.z) * a.co * npix;
+  const bool direct = a.splits == 1;
+  float* out = a.out + (int64_t(direct ? 0 : split) * a.images + img) * a.co * npix;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi) {
@@ -133,12 +177,72 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(ConvArgs a) {
         const int p = m0 + warp_m * 32 + mi * 16 + g + (r >> 1) * 8;
         const int c = n0 + warp_n * kWarpN + ni * 8 + 2 * t + (r & 1);
         if (p >= npix || c >= a.co) continue;
-        float v = acc[mi][ni][r] + (a.bias ? a.bias[c] : 0.f);
-        if (a.relu) v = fmaxf(v, 0.f);
-        y[int64_t(c) * npix + p] = v;
+        float* dst = out + int64_t(c) * npix + p;
+        float v = acc[mi][ni][r];
+        if (direct) {
+          if (a.bias) v += a.bias[c];
+          if (a.relu) v = fmaxf(v, 0.f);
+          if (a.accumulate) v += *dst;
+        }
+        *dst = v;
       }
     }
   }
+}
+
+// y = epilogue(sum of the splits' partials, in split order) + bias.
+__global__ void sum_splits_kernel(const float* __restrict__ part, float* __restrict__ y,
+                                  const float* __restrict__ bias, int splits, int64_t n, int co,
+                                  int npix, int relu, int accumulate) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = part[i];
+    for (int s = 1; s < splits; ++s) v += part[s * n + i];
+    if (bias) v += bias[(i / npix) % co];
+    if (relu) v = fmaxf(v, 0.f);
+    if (accumulate) v += y[i];
+    y[i] = v;
+  }
+}
+
+struct Plan {
+  int bn = 64, splits = 1;
+  size_t input_bytes = 0, partial_bytes = 0;
+};
+
+Plan plan(const ConvArgs& a, int sms) {
+  Plan p;
+  const int64_t npix = int64_t(a.ho) * a.wo, tiles_m = (npix + kBM - 1) / kBM;
+  p.bn = a.co > 64 ? 128 : a.co > 32 ? 64 : 32;
+  const char* env = std::getenv("LINGBOT_CONV_BN");  // read per call: tests switch it
+  const int forced = env && *env ? std::atoi(env) : 0;
+  if (forced == 32 || forced == 64 || forced == 128) p.bn = forced;
+  p.input_bytes = (size_t(a.images) * a.hi * a.wi * a.ci * 2 + 255) / 256 * 256;
+  // Split K where the tiles leave multiprocessors idle, keeping >= 4 K steps per split and the
+  // partials within the im2col budget the memory preflight plans for this convolution.
+  const int64_t ctas = tiles_m * ((a.co + p.bn - 1) / p.bn) * a.images;
+  const int64_t ktiles = int64_t(a.ci) * a.kh * a.kw / kBK;
+  const int64_t kdim = int64_t(a.ci) * a.kh * a.kw;
+  const int64_t budget =
+      int64_t(a.images) * kdim * scratch::im2col_chunk_pixels(kdim, npix) * 4 -
+      static_cast<int64_t>(p.input_bytes);
+  const int64_t per_split = int64_t(a.images) * a.co * npix * 4;
+  int64_t splits = ctas < sms ? (sms + ctas - 1) / ctas : 1;
+  splits = std::min<int64_t>({splits, ktiles / 4, kMaxSplits, budget / per_split});
+  const char* env_split = std::getenv("LINGBOT_CONV_SPLITS");  // tests force splitting
+  if (env_split && *env_split)
+    splits = std::min<int64_t>({std::atoi(env_split), ktiles, budget / per_split});
+  p.splits = static_cast<int>(std::max<int64_t>(1, splits));
+  if (p.splits > 1) p.partial_bytes = size_t(p.splits) * per_split;
+  return p;
+}
+
+template <int BN>
+void launch(const KernelArgs& k, dim3 grid, cudaStream_t s) {
+  constexpr int smem = smem_bytes<BN>();
+  LB_CUDA(cudaFuncSetAttribute(conv_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  conv_kernel<BN><<<grid, kThreads, smem, s>>>(k);
+  LB_CUDA_LAUNCHED();
 }
 
 }  // namespace
@@ -151,29 +255,61 @@ size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw) {
   return static_cast<size_t>((co + 127) / 128 * 128 * ci * kh * kw) * 2;  // room for any BN
 }
 
-void conv2d_bf16(ConvArgs a, const float* w_f32, void* packed, int images, int sms,
-                 cudaStream_t s) {
-  const int64_t tiles_m = (int64_t(a.ho) * a.wo + kBM - 1) / kBM;
-  int bn = a.co > 32 ? 64 : 32;
-  // Wider tiles only where there are enough of them for every multiprocessor.
-  if (a.co >= 128 && tiles_m * ((a.co + 127) / 128) * images >= sms) bn = 128;
-  const char* env = std::getenv("LINGBOT_CONV_BN");  // read per call: tests switch it
-  const int forced = env && *env ? std::atoi(env) : 0;
-  if (forced == 32 || forced == 64 || forced == 128) bn = forced;
-  const int co_pad = (a.co + bn - 1) / bn * bn, taps = a.kh * a.kw;
-  const int64_t total = int64_t(co_pad) * taps * a.ci;
+void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh,
+                       int64_t kw, cudaStream_t s) {
+  const int64_t taps = kh * kw, total = (co + 127) / 128 * 128 * taps * ci;
   pack_weights_kernel<<<grid_for(total, 256), 256, 0, s>>>(
-      w_f32, static_cast<__nv_bfloat16*>(packed), a.co, a.ci, taps, total);
+      w, static_cast<__nv_bfloat16*>(packed), static_cast<int>(co), static_cast<int>(ci),
+      static_cast<int>(taps), total);
   LB_CUDA_LAUNCHED();
-  a.w = packed;
-  const dim3 grid((a.ho * a.wo + kBM - 1) / kBM, co_pad / bn, images);
-  if (bn == 128)
-    conv_kernel<128><<<grid, kThreads, 0, s>>>(a);
-  else if (bn == 64)
-    conv_kernel<64><<<grid, kThreads, 0, s>>>(a);
+}
+
+size_t conv_scratch_bytes(const ConvArgs& a, int sms) {
+  const Plan p = plan(a, sms);
+  return p.input_bytes + p.partial_bytes;
+}
+
+void conv2d_bf16(const ConvArgs& a, void* scratch, int sms, cudaStream_t s) {
+  const Plan p = plan(a, sms);
+  auto* xc = static_cast<__nv_bfloat16*>(scratch);
+  const int hw = a.hi * a.wi, npix = a.ho * a.wo;
+  to_channels_last_kernel<<<dim3((hw + 31) / 32, a.ci / 32, a.images), dim3(32, 8), 0, s>>>(
+      a.x, xc, a.ci, hw);
+  LB_CUDA_LAUNCHED();
+
+  KernelArgs k;
+  k.x = xc;
+  k.w = static_cast<const __nv_bfloat16*>(a.w);
+  k.bias = a.bias;
+  k.out = p.splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(scratch) + p.input_bytes)
+                       : a.y;
+  k.ci = a.ci;
+  k.hi = a.hi;
+  k.wi = a.wi;
+  k.co = a.co;
+  k.ho = a.ho;
+  k.wo = a.wo;
+  k.kh = a.kh;
+  k.kw = a.kw;
+  k.stride = a.stride;
+  k.pad = a.pad;
+  k.images = a.images;
+  k.splits = p.splits;
+  k.relu = a.relu;
+  k.accumulate = a.accumulate;
+  const dim3 grid((npix + kBM - 1) / kBM, (a.co + p.bn - 1) / p.bn, a.images * p.splits);
+  if (p.bn == 128)
+    launch<128>(k, grid, s);
+  else if (p.bn == 64)
+    launch<64>(k, grid, s);
   else
-    conv_kernel<32><<<grid, kThreads, 0, s>>>(a);
-  LB_CUDA_LAUNCHED();
+    launch<32>(k, grid, s);
+  if (p.splits > 1) {
+    const int64_t n = int64_t(a.images) * a.co * npix;
+    sum_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(k.out, a.y, a.bias, p.splits, n, a.co,
+                                                        npix, a.relu, a.accumulate);
+    LB_CUDA_LAUNCHED();
+  }
 }
 
 }  // namespace lingbot::cuda

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "backend/cuda/common.h"
 #include "backend/cuda/staged_upload.h"
@@ -377,17 +379,20 @@ class CudaBackend final : public Backend {
   }
 
   void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                 Tensor& y) override {
+                 Tensor& y, Act act, bool accumulate) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
     const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
+    const bool relu = act == Act::ReLU;
     if (fast_convs_ && !pointwise && cuda::conv_supported(ci, kh, kw) && conv_impl_gemm() == 0) {
       cuda::ConvArgs a;
       a.x = x.f32();
+      a.w = packed_conv_weights(w);
       a.bias = b ? b->f32() : nullptr;
       a.y = y.f32();
+      a.images = static_cast<int>(n);
       a.ci = static_cast<int>(ci);
       a.hi = static_cast<int>(hi);
       a.wi = static_cast<int>(wi);
@@ -398,9 +403,10 @@ class CudaBackend final : public Backend {
       a.kw = static_cast<int>(kw);
       a.stride = stride;
       a.pad = pad;
-      void* packed = ctx_->scratch.get(cuda::conv_packed_bytes(co, ci, kh, kw), s());
-      cuda::conv2d_bf16(a, w.f32(), packed, static_cast<int>(n), ctx_->prop.multiProcessorCount,
-                        s());
+      a.relu = relu;
+      a.accumulate = accumulate;
+      const int sms = ctx_->prop.multiProcessorCount;
+      cuda::conv2d_bf16(a, ctx_->scratch.get(cuda::conv_scratch_bytes(a, sms), s()), sms, s());
       return;
     }
     // im2col in pixel chunks so the column buffer stays bounded at any resolution.
@@ -431,10 +437,28 @@ class CudaBackend final : public Backend {
         g.d = yp + p0;
         g.ldd = npix;
         g.tf32 = fast_convs_;
+        g.accumulate = accumulate;
         gemm(*ctx_, g);
       }
     }
     if (b) cuda::add_channel_bias(y.f32(), b->f32(), n, co, npix, s());
+    if (relu) cuda::bias_act(y.raw(), kF32, nullptr, kF32, 1, y.numel(), Act::ReLU, s());
+  }
+
+  // The bf16 copy of a convolution's weights in the implicit GEMM's layout, made on first use
+  // and kept for the backend's lifetime (weights do not change; the cache holds a reference to
+  // the f32 tensor, so its address is never reused for another weight while cached).
+  const void* packed_conv_weights(const Tensor& w) {
+    std::lock_guard<std::mutex> lock(packed_mutex_);
+    PackedConv& p = packed_[w.raw()];
+    if (!p.source.defined() || p.source.shape() != w.shape()) {
+      const int64_t co = w.dim(0), ci = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+      p.source = w;
+      p.packed = alloc({static_cast<int64_t>(cuda::conv_packed_bytes(co, ci, kh, kw) / 2)},
+                       DType::BF16);
+      cuda::conv_pack_weights(w.f32(), p.packed.raw(), co, ci, kh, kw, s());
+    }
+    return p.packed.raw();
   }
 
   void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
@@ -601,6 +625,11 @@ class CudaBackend final : public Backend {
   std::atomic<uint64_t> fences_{0};
   std::vector<KeyTable> planned_;  // the latest plan_attention
   Tensor own_tables_;              // key tables made outside a step
+  struct PackedConv {
+    Tensor source, packed;
+  };
+  std::mutex packed_mutex_;
+  std::map<const void*, PackedConv> packed_;  // packed_conv_weights
 };
 
 std::shared_ptr<Context> make_context(int device) {

@@ -12,6 +12,18 @@ __device__ __forceinline__ void cp_async_commit() {
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n");
 }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// 16 bytes from global memory into shared memory at `dst` (a shared-space address), bypassing
+// L1; with `valid` false no byte is read and the destination is zero-filled.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
 
 // Four 8x8 b16 matrices; lanes 8j..8j+7 address the rows of matrix j, register j receives
 // (row g, columns 2t, 2t+1) of it, or with .trans (rows 2t, 2t+1, column g).
