@@ -91,7 +91,7 @@ class DepthHead {
     std::array<Tensor, 4> rows;  // projections as rows [P, C_l]
     std::array<Tensor, 4> proj;  // [1, C_l, ph, pw]
     Tensor resized0, resized1, resized3;
-    std::array<Tensor, 4> r;           // layer_rn outputs, pyramid level l
+    std::array<Tensor, 4> r;      // layer_rn outputs, pyramid level l
     std::array<Tensor, 4> tmp;    // at level l: the RCUs' inner activation, then out_conv's output
     std::array<Tensor, 4> fused;  // refinenet{l+1}'s output, upsampled to the next finer level
     Tensor o1, o1_up, o2, logits;

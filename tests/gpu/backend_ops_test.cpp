@@ -1201,7 +1201,9 @@ TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
     int64_t co;
     int stride;
   };
-  const Case cases[] = {{{1, 64, 23, 29}, 200, 1}, {{1, 96, 14, 18}, 256, 2}, {{2, 32, 5, 3}, 70, 1},
+  const Case cases[] = {{{1, 64, 23, 29}, 200, 1},
+                        {{1, 96, 14, 18}, 256, 2},
+                        {{2, 32, 5, 3}, 70, 1},
                         {{1, 256, 7, 9}, 64, 1}};
   gpu().allow_fast_convolutions(true);
   for (const char* splits : {"auto", "1", "3", "7"})
@@ -1212,8 +1214,8 @@ TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
         else
           setenv("LINGBOT_CONV_SPLITS", splits, 1);
         const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
-        SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " s=" +
-                     std::to_string(c.stride) + " splits " + splits + " mode " +
+        SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
+                     " s=" + std::to_string(c.stride) + " splits " + splits + " mode " +
                      std::to_string(mode));
         const Act act = mode == 1 ? Act::ReLU : Act::None;
         const bool accumulate = mode == 2;

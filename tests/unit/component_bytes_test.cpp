@@ -73,8 +73,8 @@ class CountingBackend final : public Backend {
   void do_patchify(const Tensor& img, int p, Tensor& rows) override {
     cpu_->patchify(img, p, rows);
   }
-  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                 Tensor& y, Act act, bool accumulate) override {
+  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                 Act act, bool accumulate) override {
     cpu_->conv2d(x, w, b, stride, pad, y, act, accumulate);
   }
   void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,

@@ -265,8 +265,8 @@ class CpuBackend final : public Backend {
         }
   }
 
-  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                 Tensor& y, Act act, bool accumulate) override {
+  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                 Act act, bool accumulate) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);

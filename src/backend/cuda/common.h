@@ -270,8 +270,8 @@ bool conv_supported(int64_t ci, int64_t kh, int64_t kw);
 // Bytes of the packed bf16 weights: [co rounded up to 128, kh * kw, ci].
 size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw);
 // w[co, ci, kh, kw] f32 -> `packed` (conv_packed_bytes).
-void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh,
-                       int64_t kw, cudaStream_t s);
+void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
+                       cudaStream_t s);
 // Scratch conv2d_bf16 takes: the input channels-last in bf16, and the partial sums where K is
 // split; never more than the im2col columns of the same convolution (scratch::conv2d_floats).
 // `sms`: the device's multiprocessors, for the tile choice. LINGBOT_CONV_BN=32|64|128 forces the

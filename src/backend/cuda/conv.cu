@@ -78,7 +78,7 @@ __global__ void to_channels_last_kernel(const float* __restrict__ x,
 
 template <int BN>
 __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
-  constexpr int kWarpN = BN / 2, kNT = kWarpN / 8;  // channels and n8 tiles per warp
+  constexpr int kWarpN = BN / 2, kNT = kWarpN / 8;              // channels and n8 tiles per warp
   constexpr int kAStage = kBM * kPitch, kBStage = BN * kPitch;  // bf16 elements per stage
   constexpr int kBRows = BN < 64 ? 1 : BN / 64;                 // weight rows per loader thread
   extern __shared__ __align__(16) unsigned char smem[];
@@ -223,9 +223,8 @@ Plan plan(const ConvArgs& a, int sms) {
   const int64_t ctas = tiles_m * ((a.co + p.bn - 1) / p.bn) * a.images;
   const int64_t ktiles = int64_t(a.ci) * a.kh * a.kw / kBK;
   const int64_t kdim = int64_t(a.ci) * a.kh * a.kw;
-  const int64_t budget =
-      int64_t(a.images) * kdim * scratch::im2col_chunk_pixels(kdim, npix) * 4 -
-      static_cast<int64_t>(p.input_bytes);
+  const int64_t budget = int64_t(a.images) * kdim * scratch::im2col_chunk_pixels(kdim, npix) * 4 -
+                         static_cast<int64_t>(p.input_bytes);
   const int64_t per_split = int64_t(a.images) * a.co * npix * 4;
   int64_t splits = ctas < sms ? (sms + ctas - 1) / ctas : 1;
   splits = std::min<int64_t>({splits, ktiles / 4, kMaxSplits, budget / per_split});
@@ -255,8 +254,8 @@ size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw) {
   return static_cast<size_t>((co + 127) / 128 * 128 * ci * kh * kw) * 2;  // room for any BN
 }
 
-void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh,
-                       int64_t kw, cudaStream_t s) {
+void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
+                       cudaStream_t s) {
   const int64_t taps = kh * kw, total = (co + 127) / 128 * 128 * taps * ci;
   pack_weights_kernel<<<grid_for(total, 256), 256, 0, s>>>(
       w, static_cast<__nv_bfloat16*>(packed), static_cast<int>(co), static_cast<int>(ci),
@@ -281,8 +280,8 @@ void conv2d_bf16(const ConvArgs& a, void* scratch, int sms, cudaStream_t s) {
   k.x = xc;
   k.w = static_cast<const __nv_bfloat16*>(a.w);
   k.bias = a.bias;
-  k.out = p.splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(scratch) + p.input_bytes)
-                       : a.y;
+  k.out =
+      p.splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(scratch) + p.input_bytes) : a.y;
   k.ci = a.ci;
   k.hi = a.hi;
   k.wi = a.wi;
@@ -306,8 +305,8 @@ void conv2d_bf16(const ConvArgs& a, void* scratch, int sms, cudaStream_t s) {
     launch<32>(k, grid, s);
   if (p.splits > 1) {
     const int64_t n = int64_t(a.images) * a.co * npix;
-    sum_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(k.out, a.y, a.bias, p.splits, n, a.co,
-                                                        npix, a.relu, a.accumulate);
+    sum_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(k.out, a.y, a.bias, p.splits, n, a.co, npix,
+                                                       a.relu, a.accumulate);
     LB_CUDA_LAUNCHED();
   }
 }

@@ -378,8 +378,8 @@ class CudaBackend final : public Backend {
     cuda::patchify(img.raw(), it, rows.raw(), rt, sn, c, h, w, p, s());
   }
 
-  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                 Tensor& y, Act act, bool accumulate) override {
+  void do_conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                 Act act, bool accumulate) override {
     const int64_t n = x.dim(0), ci = x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t co = w.dim(0), kh = w.dim(2), kw = w.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
@@ -454,8 +454,8 @@ class CudaBackend final : public Backend {
     if (!p.source.defined() || p.source.shape() != w.shape()) {
       const int64_t co = w.dim(0), ci = w.dim(1), kh = w.dim(2), kw = w.dim(3);
       p.source = w;
-      p.packed = alloc({static_cast<int64_t>(cuda::conv_packed_bytes(co, ci, kh, kw) / 2)},
-                       DType::BF16);
+      p.packed =
+          alloc({static_cast<int64_t>(cuda::conv_packed_bytes(co, ci, kh, kw) / 2)}, DType::BF16);
       cuda::conv_pack_weights(w.f32(), p.packed.raw(), co, ci, kh, kw, s());
     }
     return p.packed.raw();
