@@ -27,6 +27,12 @@ inline int64_t conv2d_floats(int64_t ci, int64_t k, int64_t pixels) {
   const int64_t kdim = ci * k * k;
   return kdim * im2col_chunk_pixels(kdim, pixels);
 }
+// The bf16 copy of a conv2d's weights [co, ci, k, k] that the GPU's implicit-GEMM convolution
+// packs once and keeps ([co rounded up to 128][k k][ci]); 0 where that path does not apply (input
+// channels not a multiple of 32, or a 1x1 kernel, which runs as a GEMM).
+inline int64_t conv_packed_elems(int64_t co, int64_t ci, int64_t k) {
+  return ci % 32 == 0 && k > 1 ? (co + 127) / 128 * 128 * ci * k * k : 0;
+}
 // Floats a transposed conv (kernel == stride == k) takes: the [co k k, pixels] scatter source.
 inline int64_t conv_transpose2d_floats(int64_t co, int64_t k, int64_t pixels) {
   return co * k * k * pixels;

@@ -14,11 +14,18 @@ namespace lingbot {
 struct ParamCount {
   size_t compute = 0;  // stored in ModelConfig::compute (the transformer matrices)
   size_t f32 = 0;      // everything else
+  // Not parameters of their own: the bf16 copies of F32 convolution weights that the GPU packs
+  // once when it computes in reduced precision (scratch::conv_packed_elems).
+  size_t packed = 0;
   size_t total() const { return compute + f32; }
-  size_t bytes(DType compute_dtype) const { return compute * dtype_size(compute_dtype) + f32 * 4; }
+  size_t bytes(DType compute_dtype) const {
+    return compute * dtype_size(compute_dtype) + f32 * 4 +
+           (compute_dtype == DType::F32 ? 0 : packed * 2);
+  }
   ParamCount& operator+=(const ParamCount& o) {
     compute += o.compute;
     f32 += o.f32;
+    packed += o.packed;
     return *this;
   }
 };

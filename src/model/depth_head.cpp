@@ -137,8 +137,12 @@ ParamCount DepthHead::parameters(const DepthHeadConfig& cfg) {
   n += 14 * (9 * f * f + f);   // refinenets 1-3 have two residual units, refinenet4 one
   n += 4 * (f * f + f);        // out_conv of each refinenet
   n += f / 2 * f * 9 + f / 2;  // output_conv1
-  n += hid * (f / 2) * 9 + hid + out * hid + out;  // output_conv2
-  return {.compute = 0, .f32 = static_cast<size_t>(n)};
+  n += hid * (f / 2) * 9 + hid + out * hid + out;             // output_conv2
+  int64_t packed = 14 * scratch::conv_packed_elems(f, f, 3);  // residual units
+  for (int64_t ch : o) packed += scratch::conv_packed_elems(f, ch, 3);
+  packed += scratch::conv_packed_elems(o[3], o[3], 3) + scratch::conv_packed_elems(f / 2, f, 3) +
+            scratch::conv_packed_elems(hid, f / 2, 3);
+  return {.compute = 0, .f32 = static_cast<size_t>(n), .packed = static_cast<size_t>(packed)};
 }
 
 size_t DepthHead::plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {

@@ -6,6 +6,7 @@
 # Python module on the GPU (tests/python/gpu_check.py). Logs under $OUT.
 # Usage, from the repository root: FRAMES=<folder of frames> [LINGBOT_FIXTURES=...] [OUT=...] \
 #   [EXPORTS="none all"] [REF=<reference checkout>] [CKPT=0 (skip checkpoint loading)] \
+#   [KERNELS=1 (per-kernel times, tests/gpu/kernel_profile.sh)] \
 #   tests/gpu/full_check.sh
 set -u
 export LINGBOT_FIXTURES=${LINGBOT_FIXTURES:-$PWD/../shared/fixtures}
@@ -61,7 +62,11 @@ else
   echo "python module not built here"
 fi
 timeout 120 compute-sanitizer --tool memcheck --report-api-errors no build/tests/lingbot_tests \
-  --gtest_filter='GpuOps.AttentionBF16TinyAndOdd:GpuOps.AttentionBF16RaggedSegments:GpuOps.AttentionBF16ForcedSplits:GpuOps.AttentionBF16OneFrame:GpuOps.AttentionBF16ScoresJump*:GpuOps.LinearAdd*:GpuUpload*:GpuOps.Fp8*:GpuOps.AttentionFp8*' \
+  --gtest_filter='GpuOps.AttentionBF16TinyAndOdd:GpuOps.AttentionBF16RaggedSegments:GpuOps.AttentionBF16ForcedSplits:GpuOps.AttentionBF16OneFrame:GpuOps.AttentionBF16ScoresJump*:GpuOps.LinearAdd*:GpuUpload*:GpuOps.Fp8*:GpuOps.AttentionFp8*:GpuOps.Conv*' \
   >"$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+if [ "${KERNELS:-0}" = 1 ]; then
+  OUT="$OUT/kernels" tests/gpu/kernel_profile.sh
+  stamp "kernel profile done"
+fi
 stamp "done"

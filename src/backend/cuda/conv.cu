@@ -251,7 +251,8 @@ bool conv_supported(int64_t ci, int64_t kh, int64_t kw) {
 }
 
 size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw) {
-  return static_cast<size_t>((co + 127) / 128 * 128 * ci * kh * kw) * 2;  // room for any BN
+  // Room for any BN; as scratch::conv_packed_elems counts it for the memory preflight.
+  return static_cast<size_t>((co + 127) / 128 * 128 * ci * kh * kw) * 2;
 }
 
 void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
