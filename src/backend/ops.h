@@ -106,6 +106,15 @@ class Backend {
   virtual void begin_step(bool record) {}
   virtual void end_step() {}
   virtual void abort_step() {}
+  // Two independent chains of work side by side (the camera head beside the depth head): after
+  // begin_side() ops go to a second queue that starts once the work queued before it is done;
+  // after end_side() they go to the main queue again and run beside the side queue's; join_side()
+  // makes the main queue wait for the side's work (end_step and fence join on their own). The
+  // two chains must not write what the other reads; each queue has its own scratch. A backend
+  // with one queue (the CPU) runs everything in order and these do nothing.
+  virtual void begin_side() {}
+  virtual void end_side() {}
+  virtual void join_side() {}
   // Host F32 data for work queued next, without a lasting allocation: inside a step the returned
   // tensor stays valid for that step's work; outside one it is an ordinary upload.
   virtual Tensor upload_transient(const Tensor& host) { return upload(host, DType::F32); }

@@ -17,6 +17,8 @@ inline constexpr int64_t kIm2colChunkFloats = 64LL << 20;
 inline constexpr int64_t kMaxAttentionSplits = 64;
 // The GEMM libraries' workspace, allocated once.
 inline constexpr size_t kGemmWorkspaceBytes = 32u << 20;
+// The side queue's (Backend::begin_side): its GEMMs are the camera head's few-row products.
+inline constexpr size_t kSideGemmWorkspaceBytes = 4u << 20;
 
 // Pixels per im2col chunk of a conv2d with `kdim` = Ci * kh * kw values per output pixel.
 inline int64_t im2col_chunk_pixels(int64_t kdim, int64_t pixels) {

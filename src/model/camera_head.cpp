@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/scratch.h"
 #include "lingbot/error.h"
 
 namespace lingbot {
@@ -100,6 +101,15 @@ size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames
   size_t b = static_cast<size_t>(frames * (8 * d + d / 2 + p)) * 4;
   b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32);
   return b + static_cast<size_t>(2 * frames * d) * dtype_size(cache_dtype);
+}
+
+size_t CameraHead::backend_scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames) {
+  // The largest matmul's converted input (bf16) and widened output (F32), and the split
+  // attention's partials for the frames' queries.
+  const int64_t widest = std::max<int64_t>(cfg.mlp_ratio * cfg.dim, 3 * cfg.dim);
+  return static_cast<size_t>(frames * widest * (2 + 4) + widest * 4 +
+                             scratch::attention_floats(frames, cfg.heads, cfg.head_dim()) * 4) +
+         1024;  // each request's pieces are rounded up to 256 bytes
 }
 
 void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) {

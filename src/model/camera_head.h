@@ -52,6 +52,9 @@ class CameraHead {
   // For the memory preflight: what load reads; what make_cache's cache reserves once `frames`
   // frames are stored; the scratch of a call over `frames` frames.
   static ParamCount parameters(const CameraHeadConfig& cfg);
+  // What the backend's scratch takes for this head's ops (it runs on the side queue, whose
+  // scratch holds nothing else).
+  static size_t backend_scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames);
   static size_t cache_bytes_for(const CameraHeadConfig& cfg, int iterations, DType dtype,
                                 int64_t frames, const CameraCacheLimit& limit);
   static size_t scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames, DType cache_dtype);

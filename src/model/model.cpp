@@ -1,6 +1,8 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/scratch.h"
 #include "lingbot/error.h"
@@ -93,6 +95,10 @@ Model::WorkBytes Model::work_bytes_for(const ModelConfig& config, int64_t height
           static_cast<size_t>(scratch::attention_floats(tokens, config.heads, config.head_dim())) *
               4) +
       scratch::kGemmWorkspaceBytes;
+  // The camera head runs on the backend's side queue, which has a scratch and a GEMM workspace
+  // of its own.
+  w.scratch += CameraHead::backend_scratch_bytes_for(camera_head_config(config), s1) +
+               scratch::kSideGemmWorkspaceBytes;
   return w;
 }
 
@@ -204,25 +210,35 @@ void Model::enqueue(const std::vector<Part>& parts) {
       backend_.copy(layers[3][f].slice(0, 1), dst);
     }
     // The heads per sequence: the camera head attends through the sequence's own caches, and
-    // the depth head writes into its host slot.
+    // the depth head writes into its host slot. The camera heads (a long chain of small,
+    // launch-bound kernels) run on the side queue beside the depth heads (large convolutions);
+    // they share nothing but their inputs. Not while profiling, whose scopes time each alone.
+    static const bool side_queue = [] {
+      const char* e = std::getenv("LINGBOT_SIDE_QUEUE");  // 0: all in order, for comparison
+      return !(e && std::strcmp(e, "0") == 0);
+    }();
+    const bool side = side_queue && !Profile::enabled();
+    if (side) backend_.begin_side();
     f0 = 0;
     for (const Part& part : parts) {
       SequenceState& seq = *part.seq;
-      const SequenceState::Slot& slot = seq.next_slot();
       const int64_t s = part.images01.dim(0);
-      {
-        ProfileScope ps(backend_, "camera head");
-        const Tensor& pose = camera_.enqueue(backend_, cam_tokens_.slice(f0, f0 + s), seq.camera(),
-                                             seq.stores_camera(), seq.config().camera_iterations);
-        backend_.download_async(pose, slot.pose.f32());
-      }
-      {
-        ProfileScope ps(backend_, "depth head");
-        std::array<Tensor, 4> own;
-        for (size_t l = 0; l < own.size(); ++l) own[l] = layers[l].slice(f0, f0 + s);
-        depth_.enqueue(backend_, own, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
-                       slot.conf.f32());
-      }
+      ProfileScope ps(backend_, "camera head");
+      const Tensor& pose = camera_.enqueue(backend_, cam_tokens_.slice(f0, f0 + s), seq.camera(),
+                                           seq.stores_camera(), seq.config().camera_iterations);
+      backend_.download_async(pose, seq.next_slot().pose.f32());
+      f0 += s;
+    }
+    if (side) backend_.end_side();
+    f0 = 0;
+    for (const Part& part : parts) {
+      const SequenceState::Slot& slot = part.seq->next_slot();
+      const int64_t s = part.images01.dim(0);
+      ProfileScope ps(backend_, "depth head");
+      std::array<Tensor, 4> own;
+      for (size_t l = 0; l < own.size(); ++l) own[l] = layers[l].slice(f0, f0 + s);
+      depth_.enqueue(backend_, own, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
+                     slot.conf.f32());
       f0 += s;
     }
     backend_.end_step();

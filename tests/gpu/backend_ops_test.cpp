@@ -1259,6 +1259,76 @@ TEST(GpuOps, Conv2dGemmEpiloguesMatchCpu) {
     }
 }
 
+// Two chains side by side (Backend::begin_side): a few-row linear with an F32 input into bf16
+// weights (converted in the side queue's own scratch) and an attention on the side queue, a
+// large linear (cuBLASLt and its workspace) and a fast convolution (split K) on the main queue,
+// inside a recorded step and outside one, several times over: each result is what the CPU gives.
+TEST(GpuOps, SideQueueChainsMatchTheCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  gpu().allow_fast_convolutions(true);
+  for (bool record : {false, true})
+    for (int rep = 0; rep < 3; ++rep) {
+      SCOPED_TRACE(std::string(record ? "recorded" : "not recorded") + " rep " +
+                   std::to_string(rep));
+      Tensor x1 = round_bf16(rng.tensor({7, 512})),
+             w1 = round_bf16(rng.tensor({1024, 512}, -.2f, .2f));
+      Tensor q = round_bf16(rng.tensor({3, 4, 64})), k = round_bf16(rng.tensor({300, 4, 64}));
+      Tensor v = round_bf16(rng.tensor({300, 4, 64}));
+      Tensor x2 = round_bf16(rng.tensor({700, 256})),
+             w2 = round_bf16(rng.tensor({512, 256}, -.2f, .2f));
+      Tensor cx = round_to(rng.tensor({1, 64, 9, 11}), DType::BF16);
+      Tensor cw = round_to(rng.tensor({96, 64, 3, 3}, -.3f, .3f), DType::BF16);
+      Tensor want1 = Tensor::zeros({7, 1024}), want2 = Tensor::zeros({700, 512});
+      Tensor want_att = Tensor::zeros({3, 4, 64}), want_conv = Tensor::zeros({1, 96, 9, 11});
+      cpu().linear(x1, w1, nullptr, want1);
+      cpu().linear(x2, w2, nullptr, want2);
+      cpu().attention(q, {KVSegment{k.raw(), v.raw(), 300}}, 0.125f, want_att);
+      cpu().conv2d(cx, cw, nullptr, 1, 1, want_conv);
+
+      Tensor g1 = gpu().upload(x1, DType::F32), gw1 = gpu().upload(w1, DType::BF16);
+      Tensor gq = gpu().upload(q, DType::F32), gk = gpu().upload(k, DType::F32);
+      Tensor gv = gpu().upload(v, DType::F32);
+      Tensor g2 = gpu().upload(x2, DType::BF16), gw2 = gpu().upload(w2, DType::BF16);
+      Tensor gcx = gpu().upload(cx, DType::F32), gcw = gpu().upload(cw, DType::F32);
+      Tensor y1 = poisoned({7, 1024}, DType::F32), y2 = poisoned({700, 512}, DType::F32);
+      Tensor att = poisoned({3, 4, 64}, DType::F32), conv = poisoned({1, 96, 9, 11}, DType::F32);
+      gpu().begin_step(record);
+      gpu().begin_side();
+      gpu().linear(g1, gw1, nullptr, y1);
+      gpu().attention(gq, {KVSegment{gk.raw(), gv.raw(), 300}}, 0.125f, att);
+      gpu().end_side();
+      gpu().linear(g2, gw2, nullptr, y2);
+      gpu().conv2d(gcx, gcw, nullptr, 1, 1, conv);
+      gpu().join_side();
+      gpu().end_step();
+      EXPECT_LT(rel_err(y1, want1), kTolF32);
+      EXPECT_LT(rel_err(y2, want2), kTolF32);
+      EXPECT_LT(rel_err(att, want_att), 1e-5);
+      EXPECT_LT(rel_err(conv, want_conv), kTolF32);
+    }
+  gpu().allow_fast_convolutions(false);
+}
+
+// Misuse of the side queue is one error line; an aborted step leaves the main queue usable.
+TEST(GpuOps, SideQueueMisuseIsRefused) {
+  REQUIRE_GPU();
+  EXPECT_THROW(gpu().end_side(), Error);
+  gpu().begin_side();
+  EXPECT_THROW(gpu().begin_side(), Error);
+  EXPECT_THROW(gpu().fence(), Error);
+  gpu().end_side();
+  gpu().begin_step(true);
+  gpu().begin_side();
+  EXPECT_THROW(gpu().end_step(), Error);
+  gpu().abort_step();
+  Tensor x = gpu().upload(Tensor::zeros({4, 8}), DType::F32), y = poisoned({4, 8}, DType::F32);
+  gpu().copy(x, y);
+  gpu().synchronize();
+  EXPECT_EQ(rel_err(y, Tensor::zeros({4, 8})), 0.0);
+}
+
 TEST(GpuOps, DownloadIntoCopiesEveryDtype) {
   REQUIRE_GPU();
   Rng rng;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend/scratch.h"
 #include "lingbot/error.h"
 #include "lingbot/tensor.h"
 
@@ -154,12 +155,23 @@ struct Context {
   size_t lt_workspace_bytes = 0;
   size_t context_bytes = 0;  // device memory in use once the context and libraries are up
   Scratch scratch;
+  // The side queue (Backend::begin_side): while it is current, `stream`, `scratch` and
+  // `lt_workspace` are swapped with these, so every op queues there without knowing.
+  cudaStream_t side_stream = nullptr;
+  Scratch side_scratch;
+  void* side_lt_workspace = nullptr;
+  size_t side_lt_workspace_bytes = scratch::kSideGemmWorkspaceBytes;
+  cudaEvent_t fork_event = nullptr, join_event = nullptr;
+  bool on_side = false, side_pending = false;
   UploadRing ring;
   StepRecorder step;
   static constexpr int kFences = 64;
   cudaEvent_t fences[kFences] = {};
 
-  Context() { scratch.bind(this); }
+  Context() {
+    scratch.bind(this);
+    side_scratch.bind(this);
+  }
   // Host bytes copied to the device for work queued next: staged in the current step when one
   // is open, else through the upload ring.
   void* stage(const void* data, size_t bytes) {

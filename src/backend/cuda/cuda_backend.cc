@@ -30,6 +30,11 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   ~CudaBackend() override {
     use_on_this_thread();
+    try {
+      if (ctx_->on_side) end_side();
+      join_side();
+    } catch (...) {
+    }
     ctx_->step.abort(ctx_->stream);
     // Kernels still queued may read tensors the caller is about to free; let them finish.
     cudaStreamSynchronize(ctx_->stream);
@@ -140,8 +145,59 @@ class CudaBackend final : public Backend {
     }();
     ctx_->step.begin(s(), record && graphs);
   }
-  void end_step() override { ctx_->step.end(s()); }
-  void abort_step() override { ctx_->step.abort(s()); }
+  void end_step() override {
+    LINGBOT_CHECK(!ctx_->on_side, "end_step: the side queue is still current (no end_side)");
+    join_side();
+    ctx_->step.end(s());
+  }
+  void abort_step() override {
+    if (ctx_->on_side) end_side();
+    join_side();  // a recording must end with the side queue joined
+    ctx_->step.abort(s());
+  }
+
+  void begin_side() override {
+    Context& c = *ctx_;
+    LINGBOT_CHECK(!c.on_side, "begin_side: the side queue is current already");
+    if (!c.side_stream) {
+      // The side queue gets the higher priority: its chain is the short, launch-bound one
+      // (the camera head's small kernels), whose blocks should not wait behind a long grid.
+      int least = 0, greatest = 0;
+      LB_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      LB_CUDA(cudaStreamCreateWithPriority(&c.side_stream, cudaStreamNonBlocking, greatest));
+      LB_CUDA(cudaEventCreateWithFlags(&c.fork_event, cudaEventDisableTiming));
+      LB_CUDA(cudaEventCreateWithFlags(&c.join_event, cudaEventDisableTiming));
+      c.side_lt_workspace = cuda::device_malloc(c, c.side_lt_workspace_bytes);
+    }
+    LB_CUDA(cudaEventRecord(c.fork_event, c.stream));
+    LB_CUDA(cudaStreamWaitEvent(c.side_stream, c.fork_event, 0));
+    switch_queue(true);
+  }
+  void end_side() override {
+    Context& c = *ctx_;
+    LINGBOT_CHECK(c.on_side, "end_side without begin_side");
+    LB_CUDA(cudaEventRecord(c.join_event, c.stream));
+    switch_queue(false);
+    c.side_pending = true;
+  }
+  void join_side() override {
+    Context& c = *ctx_;
+    LINGBOT_CHECK(!c.on_side, "join_side: the side queue is still current (no end_side)");
+    if (!c.side_pending) return;
+    LB_CUDA(cudaStreamWaitEvent(c.stream, c.join_event, 0));
+    c.side_pending = false;
+  }
+  void switch_queue(bool side) {
+    Context& c = *ctx_;
+    c.stream = side ? c.side_stream : c.owner.stream;
+    std::swap(c.scratch, c.side_scratch);
+    std::swap(c.lt_workspace, c.side_lt_workspace);
+    std::swap(c.lt_workspace_bytes, c.side_lt_workspace_bytes);
+    // Classic cuBLAS (the GEMM fallback) keeps a stream; setting it resets its workspace.
+    LB_CUBLAS(cublasSetStream(c.blas, c.stream));
+    LB_CUBLAS(cublasSetWorkspace(c.blas, c.lt_workspace, c.lt_workspace_bytes));
+    c.on_side = side;
+  }
 
   Tensor download(const Tensor& t) override {
     if (t.device() == Device::CPU) return t.dtype() == DType::F32 ? t : t.to(DType::F32);
@@ -208,6 +264,8 @@ class CudaBackend final : public Backend {
   bool queues_work() const override { return true; }
   // Called with the model's step lock held; wait_fence may run on another thread meanwhile.
   uint64_t fence() override {
+    LINGBOT_CHECK(!ctx_->on_side, "fence: the side queue is still current (no end_side)");
+    join_side();
     const uint64_t n = fences_.load();
     cudaEvent_t& e = ctx_->fences[n % Context::kFences];
     if (!e) LB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -228,6 +286,8 @@ class CudaBackend final : public Backend {
 
   void synchronize() override {
     no_wait_in_step("synchronize");
+    LINGBOT_CHECK(!ctx_->on_side, "synchronize: the side queue is still current (no end_side)");
+    join_side();
     LB_CUDA(cudaStreamSynchronize(s()));
   }
   void allow_fast_convolutions(bool on) override { fast_convs_ = on; }

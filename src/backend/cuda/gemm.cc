@@ -44,9 +44,10 @@ struct Key {
   int epi;
   uint32_t align_a, align_b, align_d, align_bias;
   bool tf32, accumulate;
+  uint64_t workspace;  // the plan's algorithm fits the workspace of the queue it was made for
   auto tie() const {
     return std::tie(ta, tb, m, n, k, lda, ldb, ldd, ab, d, bias_t, epi, align_a, align_b, align_d,
-                    align_bias, tf32, accumulate);
+                    align_bias, tf32, accumulate, workspace);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -145,7 +146,8 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
           alignment(g.d),
           g.bias ? alignment(g.bias) : 0u,
           g.tf32,
-          g.accumulate};
+          g.accumulate,
+          ctx.lt_workspace_bytes};
   // One lock over lookup and launch: the cached descriptor's bias pointer changes per call.
   std::lock_guard<std::mutex> lock(g_plans_mu);
   auto it = g_plans.find(key);

@@ -108,15 +108,21 @@ StreamOwner::~StreamOwner() {
 
 Context::~Context() {
   if (!stream) return;
+  if (side_stream) cudaStreamSynchronize(side_stream);
   cudaStreamSynchronize(stream);
   scratch.release();
+  side_scratch.release();
   if (lt_workspace) cudaFreeAsync(lt_workspace, stream);
+  if (side_lt_workspace) cudaFreeAsync(side_lt_workspace, stream);
   cudaStreamSynchronize(stream);
   if (blas) cublasDestroy(blas);
   if (lt) cublasLtDestroy(lt);
   for (cudaEvent_t e : fences)
     if (e) cudaEventDestroy(e);
   if (alloc_stream) cudaStreamDestroy(alloc_stream);
+  if (side_stream) cudaStreamDestroy(side_stream);
+  if (fork_event) cudaEventDestroy(fork_event);
+  if (join_event) cudaEventDestroy(join_event);
 }
 
 Tensor device_tensor(const std::shared_ptr<Context>& ctx, const Shape& shape, DType dtype) {
