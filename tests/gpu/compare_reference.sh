@@ -27,18 +27,8 @@ if [ -n "${REF:-}" ]; then
     --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
   grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -12
 fi
-# 2000 frames, with the reference's growing special stream and with it capped: medians of
-# 100-frame stretches.
-for cap in 0 256; do
-  timeout 200 build/lingbot-map bench --device cuda --frames 2000 --warmup 0 \
-    --max-special-frames $cap --json "$OUT/long_cap$cap.json" | grep -E "per frame|streaming"
-  python3 - "$OUT/long_cap$cap.json" $cap <<'PY'
-import json, statistics, sys
-ms = json.load(open(sys.argv[1]))["frame_ms"]
-print(f"cap {sys.argv[2]}, 100-frame medians (ms) from frame 0:",
-      " ".join(f"{statistics.median(ms[a:a + 100]):.1f}" for a in range(0, len(ms), 100)))
-PY
-done
+# 2000 frames, with the reference's growing special stream and with it capped.
+OUT="$OUT" tests/gpu/long_run.sh
 if [ -d "${LINGBOT_FIXTURES:-}/full/frames" ]; then
   build/lingbot-map run --device cuda --model synthetic:3 --input "$LINGBOT_FIXTURES/full/frames" \
     --out "$OUT/dry" --dry-run

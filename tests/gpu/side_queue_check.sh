@@ -31,14 +31,5 @@ for round in 1 2; do
   done
 done
 echo "benchmarks $(el)"
-for cap in 0 256; do
-  timeout 150 build/lingbot-map bench --device cuda --frames 2000 --warmup 0 \
-    --max-special-frames $cap --json "$OUT/long_cap$cap.json" | grep -E "per frame|streaming|peak"
-  python3 - "$OUT/long_cap$cap.json" $cap <<'PY'
-import json, statistics, sys
-ms = json.load(open(sys.argv[1]))["frame_ms"]
-print(f"cap {sys.argv[2]}, 100-frame medians (ms) from frame 0:",
-      " ".join(f"{statistics.median(ms[a:a + 100]):.1f}" for a in range(0, len(ms), 100)))
-PY
-done
+OUT="$OUT" tests/gpu/long_run.sh
 echo "total $(el)"
