@@ -31,9 +31,16 @@ inline int64_t conv2d_floats(int64_t ci, int64_t k, int64_t pixels) {
 }
 // The bf16 copy of a conv2d's weights [co, ci, k, k] that the GPU's implicit-GEMM convolution
 // packs once and keeps ([co rounded up to 128][k k][ci]); 0 where that path does not apply (input
-// channels not a multiple of 32, or a 1x1 kernel, which runs as a GEMM).
+// channels not a multiple of 32, or a 1x1 kernel with fewer than 64 outputs: those run as a
+// GEMM).
+inline int64_t conv_packed_layout_elems(int64_t co, int64_t ci, int64_t taps) {
+  return (co + 127) / 128 * 128 * ci * taps;  // room for any output-channel tile
+}
+inline bool conv_packs(int64_t co, int64_t ci, int64_t k) {
+  return ci % 32 == 0 && (k > 1 || co >= 64);
+}
 inline int64_t conv_packed_elems(int64_t co, int64_t ci, int64_t k) {
-  return ci % 32 == 0 && k > 1 ? (co + 127) / 128 * 128 * ci * k * k : 0;
+  return conv_packs(co, ci, k) ? conv_packed_layout_elems(co, ci, k * k) : 0;
 }
 // Floats a transposed conv (kernel == stride == k) takes: the [co k k, pixels] scatter source.
 inline int64_t conv_transpose2d_floats(int64_t co, int64_t k, int64_t pixels) {

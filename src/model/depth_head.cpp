@@ -79,8 +79,8 @@ void DepthHead::load(WeightLoader& loader, const DepthHeadConfig& cfg) {
   const int64_t f = cfg.features, d = cfg.dim_in;
   const auto& c = cfg.out_channels;
   const std::string pre = "depth_head.";
-  auto get = [&](const std::string& key, const Shape& shape) {
-    return loader.get(pre + key, shape);
+  auto get = [&](const std::string& key, const Shape& shape, DType dt = DType::F32) {
+    return loader.get(pre + key, shape, dt);
   };
   auto conv = [&](const std::string& key, const Shape& shape) {
     return ConvWeights{get(key + ".weight", shape), get(key + ".bias", {shape[0]})};
@@ -94,7 +94,10 @@ void DepthHead::load(WeightLoader& loader, const DepthHeadConfig& cfg) {
   w_.norm_b = get("norm.bias", {d});
   for (int l = 0; l < 4; ++l) {
     const std::string key = "projects." + std::to_string(l);
-    w_.projects[l] = {get(key + ".weight", {c[l], d, 1, 1}).reshape({c[l], d}),
+    // The projections are linear layers over the tokens (2C -> up to 1024 channels, 11 GFLOP
+    // a frame): in the compute dtype they run on tensor cores, as the reference's do under
+    // autocast.
+    w_.projects[l] = {get(key + ".weight", {c[l], d, 1, 1}, cfg.matrices).reshape({c[l], d}),
                       get(key + ".bias", {c[l]})};
   }
   // ConvTranspose weights are [in, out, k, k]; the bias spans the output channels.
@@ -131,18 +134,26 @@ std::array<int64_t, 4> level_sizes(int64_t patches) {
 ParamCount DepthHead::parameters(const DepthHeadConfig& cfg) {
   const int64_t f = cfg.features, d = cfg.dim_in, hid = cfg.head_hidden, out = cfg.out_dim;
   const auto& o = cfg.out_channels;
-  int64_t n = 2 * d;                                   // norm
-  for (int64_t ch : o) n += ch * d + ch + f * ch * 9;  // projects, layer_rn (no bias)
+  int64_t n = 2 * d;     // norm
+  int64_t matrices = 0;  // projects' weights
+  for (int64_t ch : o) {
+    matrices += ch * d;
+    n += ch + f * ch * 9;  // projects' bias, layer_rn (no bias)
+  }
   n += o[0] * o[0] * 16 + o[0] + o[1] * o[1] * 4 + o[1] + o[3] * o[3] * 9 + o[3];  // resize
   n += 14 * (9 * f * f + f);   // refinenets 1-3 have two residual units, refinenet4 one
   n += 4 * (f * f + f);        // out_conv of each refinenet
   n += f / 2 * f * 9 + f / 2;  // output_conv1
   n += hid * (f / 2) * 9 + hid + out * hid + out;             // output_conv2
   int64_t packed = 14 * scratch::conv_packed_elems(f, f, 3);  // residual units
-  for (int64_t ch : o) packed += scratch::conv_packed_elems(f, ch, 3);
+  packed += 4 * scratch::conv_packed_elems(f, f, 1);          // out_convs
+  for (int64_t ch : o)
+    packed += scratch::conv_packed_elems(f, ch, 3) + scratch::conv_packed_elems(ch, d, 1);
   packed += scratch::conv_packed_elems(o[3], o[3], 3) + scratch::conv_packed_elems(f / 2, f, 3) +
-            scratch::conv_packed_elems(hid, f / 2, 3);
-  return {.compute = 0, .f32 = static_cast<size_t>(n), .packed = static_cast<size_t>(packed)};
+            scratch::conv_packed_elems(hid, f / 2, 3) + scratch::conv_packed_elems(out, hid, 1);
+  return {.compute = static_cast<size_t>(matrices),
+          .f32 = static_cast<size_t>(n),
+          .packed = static_cast<size_t>(packed)};
 }
 
 size_t DepthHead::plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {

@@ -19,6 +19,7 @@ struct DepthHeadConfig {
   int64_t head_hidden = 32;  // width of output_conv2.0, fixed in the reference
   int64_t out_dim = 2;       // depth logit, confidence logit
   int patch = 14;
+  DType matrices = DType::F32;  // the projections' weights: the transformer's compute dtype
 };
 
 // A convolution's parameters; `b` is undefined for the bias-less scratch convs.

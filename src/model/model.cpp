@@ -60,6 +60,7 @@ DepthHeadConfig Model::depth_head_config(const ModelConfig& config) {
   dpt.features = config.dpt_features;
   dpt.out_channels = config.dpt_out;
   dpt.patch = static_cast<int>(config.patch);
+  dpt.matrices = config.compute;
   return dpt;
 }
 

@@ -469,7 +469,10 @@ TEST(GpuOps, SplitQkvMatchesCpu) {
     int64_t m;
     int h, d;
   };
-  for (Case c : {Case{37, 4, 64}, Case{1, 16, 64}, Case{9, 2, 128}}) {
+  // Head sizes 32, 64 and 128 take the vectorized kernel (3 x 64 and 5 x 32 leave part of the
+  // last warp idle); 48 the per-head fallback.
+  for (Case c : {Case{37, 4, 64}, Case{1, 16, 64}, Case{9, 2, 128}, Case{5, 3, 64}, Case{7, 5, 32},
+                 Case{3, 2, 48}, Case{978, 16, 64}}) {
     for (int variant = 0; variant < 4;
          ++variant) {  // plain, norm+halfsplit, norm+interleaved, rope only
       for (DType in_dt : {DType::F32, DType::BF16}) {
@@ -752,6 +755,11 @@ TEST(GpuOps, AttentionF32OtherHeadDims) {
                   kTolF32);
   check_attention(rng, make_kv(rng, 1, 256, DType::F32, {{'d', 50}, {'d', 21}}, 1.f), 3, DType::F32,
                   kTolF32);
+  // A head size that is not a multiple of four merges its splits one value per thread.
+  setenv("LINGBOT_ATTN_SPLITS", "2", 1);
+  check_attention(rng, make_kv(rng, 3, 30, DType::F32, {{'d', 300}, {'d', 7}}, 1.f), 11, DType::F32,
+                  kTolF32);
+  unsetenv("LINGBOT_ATTN_SPLITS");
 }
 
 TEST(GpuOps, AttentionBF16OneFrame) {
@@ -1159,11 +1167,14 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
     int64_t co;
     int stride;
     bool bias;
+    int k = 3;  // 3x3 with padding 1, or 1x1 (the depth head's projections and out_convs)
   };
-  const Case cases[] = {{{1, 32, 13, 17}, 7, 1, true},    {{2, 64, 20, 24}, 32, 1, false},
-                        {{1, 128, 27, 36}, 256, 2, true}, {{1, 256, 15, 22}, 128, 1, true},
-                        {{1, 128, 54, 72}, 32, 1, true},  {{2, 32, 5, 3}, 70, 1, true},
-                        {{1, 64, 23, 29}, 200, 1, true},  {{1, 32, 130, 150}, 256, 1, true}};
+  const Case cases[] = {{{1, 32, 13, 17}, 7, 1, true},        {{2, 64, 20, 24}, 32, 1, false},
+                        {{1, 128, 27, 36}, 256, 2, true},     {{1, 256, 15, 22}, 128, 1, true},
+                        {{1, 128, 54, 72}, 32, 1, true},      {{2, 32, 5, 3}, 70, 1, true},
+                        {{1, 64, 23, 29}, 200, 1, true},      {{1, 32, 130, 150}, 256, 1, true},
+                        {{1, 1024, 27, 36}, 256, 1, true, 1}, {{2, 64, 9, 11}, 70, 1, false, 1},
+                        {{1, 32, 41, 53}, 2, 1, true, 1}};
   gpu().allow_fast_convolutions(true);
   // Every tile width on every case (the automatic choice takes 128 only for large layers).
   for (const char* bn : {"auto", "32", "64", "128"})
@@ -1172,18 +1183,20 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
         unsetenv("LINGBOT_CONV_BN");
       else
         setenv("LINGBOT_CONV_BN", bn, 1);
-      const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
-      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
+      const int pad = c.k / 2;
+      const int64_t ho = (c.x[2] + 2 * pad - c.k) / c.stride + 1;
+      const int64_t wo = (c.x[3] + 2 * pad - c.k) / c.stride + 1;
+      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " k=" + std::to_string(c.k) +
                    " s=" + std::to_string(c.stride) + " BN " + bn);
       Tensor x = round_to(rng.tensor(c.x), DType::BF16);
-      Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
+      Tensor w = round_to(rng.tensor({c.co, c.x[1], c.k, c.k}, -.3f, .3f), DType::BF16);
       Tensor b = rng.tensor({c.co});
       Tensor want = Tensor::zeros({c.x[0], c.co, ho, wo});
-      cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, 1, want);
+      cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, pad, want);
       Tensor gb = gpu().upload(b, DType::F32);
       Tensor y = poisoned(want.shape(), DType::F32);
       gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
-                   c.stride, 1, y);
+                   c.stride, pad, y);
       EXPECT_LT(rel_err(y, want), kTolF32);
     }
   unsetenv("LINGBOT_CONV_BN");

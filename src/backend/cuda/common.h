@@ -278,10 +278,9 @@ struct ConvArgs {
   int relu = 0;        // y = relu(conv + bias)
   int accumulate = 0;  // y += conv + bias (not with relu)
 };
-bool conv_supported(int64_t ci, int64_t kh, int64_t kw);
-// Bytes of the packed bf16 weights: [co rounded up to 128, kh * kw, ci].
-size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw);
-// w[co, ci, kh, kw] f32 -> `packed` (conv_packed_bytes).
+// Which convolutions take this path: scratch::conv_packs.
+// w[co, ci, kh, kw] f32 -> `packed`, bf16 [co rounded up to 128, kh * kw, ci]
+// (scratch::conv_packed_layout_elems values).
 void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
                        cudaStream_t s);
 // Scratch conv2d_bf16 takes: the input channels-last in bf16, and the partial sums where K is

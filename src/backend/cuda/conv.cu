@@ -246,21 +246,14 @@ void launch(const KernelArgs& k, dim3 grid, cudaStream_t s) {
 
 }  // namespace
 
-bool conv_supported(int64_t ci, int64_t kh, int64_t kw) {
-  return ci > 0 && ci % kBK == 0 && kh * kw > 0;
-}
-
-size_t conv_packed_bytes(int64_t co, int64_t ci, int64_t kh, int64_t kw) {
-  // Room for any BN; as scratch::conv_packed_elems counts it for the memory preflight.
-  return static_cast<size_t>((co + 127) / 128 * 128 * ci * kh * kw) * 2;
-}
+static_assert(kBK == 32, "scratch::conv_packs admits input channels in multiples of 32");
 
 void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
                        cudaStream_t s) {
-  const int64_t taps = kh * kw, total = (co + 127) / 128 * 128 * taps * ci;
+  const int64_t total = scratch::conv_packed_layout_elems(co, ci, kh * kw);
   pack_weights_kernel<<<grid_for(total, 256), 256, 0, s>>>(
       w, static_cast<__nv_bfloat16*>(packed), static_cast<int>(co), static_cast<int>(ci),
-      static_cast<int>(taps), total);
+      static_cast<int>(kh * kw), total);
   LB_CUDA_LAUNCHED();
 }
 

@@ -446,7 +446,10 @@ class CudaBackend final : public Backend {
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
     const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
     const bool relu = act == Act::ReLU;
-    if (fast_convs_ && !pointwise && cuda::conv_supported(ci, kh, kw) && conv_impl_gemm() == 0) {
+    // scratch::conv_packs: a 1x1 convolution with few outputs (the depth head's last, 32 -> 2
+    // channels at full resolution) stays a GEMM, as the channels-last copy of its input would
+    // cost more than the product.
+    if (fast_convs_ && kh == kw && scratch::conv_packs(co, ci, kh) && conv_impl_gemm() == 0) {
       cuda::ConvArgs a;
       a.x = x.f32();
       a.w = packed_conv_weights(w);
@@ -514,9 +517,22 @@ class CudaBackend final : public Backend {
     if (!p.source.defined() || p.source.shape() != w.shape()) {
       const int64_t co = w.dim(0), ci = w.dim(1), kh = w.dim(2), kw = w.dim(3);
       p.source = w;
-      p.packed =
-          alloc({static_cast<int64_t>(cuda::conv_packed_bytes(co, ci, kh, kw) / 2)}, DType::BF16);
+      p.packed = alloc({scratch::conv_packed_layout_elems(co, ci, kh * kw)}, DType::BF16);
       cuda::conv_pack_weights(w.f32(), p.packed.raw(), co, ci, kh, kw, s());
+    }
+    return p.packed.raw();
+  }
+
+  // A linear layer's bias in the product's dtype (cuBLASLt fuses only that), converted on first
+  // use and kept like the packed convolution weights: converting per call was two launches per
+  // transformer block.
+  const void* converted_bias(const Tensor& b, Elt dt) {
+    std::lock_guard<std::mutex> lock(packed_mutex_);
+    PackedConv& p = biases_[{b.raw(), dt}];
+    if (!p.source.defined() || p.source.shape() != b.shape()) {
+      p.source = b;
+      p.packed = alloc(b.shape(), dt == kF32 ? DType::F32 : dt == kBF16 ? DType::BF16 : DType::F16);
+      cuda::convert(b.raw(), elt_of(b.dtype(), "linear bias"), p.packed.raw(), dt, b.numel(), s());
     }
     return p.packed.raw();
   }
@@ -577,14 +593,10 @@ class CudaBackend final : public Backend {
     const bool convert_x = xt != wt;
     const Elt dt = wt == kF32 ? kF32 : yt;
     const bool temp_y = dt != yt;
-    const bool convert_b = b && bt != dt;
-    const size_t esize = dt == kF32 ? 4 : 2;
     const size_t xbytes = convert_x ? round_up(x.numel() * (wt == kF32 ? 4 : 2)) : 0;
     const size_t ybytes = temp_y ? round_up(y.numel() * 4) : 0;
-    const size_t bbytes = convert_b ? round_up(n * esize) : 0;
-    char* tmp = (xbytes + ybytes + bbytes)
-                    ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes + bbytes, s()))
-                    : nullptr;
+    char* tmp =
+        (xbytes + ybytes) ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes, s())) : nullptr;
     const void* xp = x.raw();
     if (convert_x) {
       cuda::convert(x.raw(), xt, tmp, wt, x.numel(), s());
@@ -593,9 +605,8 @@ class CudaBackend final : public Backend {
     void* dp = temp_y ? tmp + xbytes : y.raw();
     if (temp_y && accumulate) cuda::convert(y.raw(), yt, dp, dt, y.numel(), s());
     const void* bp = b ? b->raw() : nullptr;
-    if (convert_b) {
-      cuda::convert(b->raw(), bt, tmp + xbytes + ybytes, dt, n, s());
-      bp = tmp + xbytes + ybytes;
+    if (b && bt != dt) {
+      bp = converted_bias(*b, dt);
       bt = dt;
     }
 
@@ -689,7 +700,8 @@ class CudaBackend final : public Backend {
     Tensor source, packed;
   };
   std::mutex packed_mutex_;
-  std::map<const void*, PackedConv> packed_;  // packed_conv_weights
+  std::map<const void*, PackedConv> packed_;                  // packed_conv_weights
+  std::map<std::pair<const void*, Elt>, PackedConv> biases_;  // converted_bias
 };
 
 std::shared_ptr<Context> make_context(int device) {

@@ -35,6 +35,44 @@ __device__ __forceinline__ __half from_f32<__half>(float v) {
   return __float2half_rn(v);
 }
 
+// N consecutive elements to or from fp32 registers in 8- or 16-byte accesses; the caller
+// guarantees that p is aligned to min(16, N * sizeof(T)) bytes.
+template <int N, class T>
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&x)[N]) {
+  constexpr int kBytes = N * int(sizeof(T)), kStep = kBytes >= 16 ? 16 : 8;
+  static_assert(kBytes % 8 == 0, "load_vec: 8-byte multiples only");
+  constexpr int kPer = kStep / int(sizeof(T));
+#pragma unroll
+  for (int v = 0; v < kBytes / kStep; ++v) {
+    alignas(16) T e[kPer];
+    if constexpr (kStep == 16)
+      *reinterpret_cast<uint4*>(e) = reinterpret_cast<const uint4*>(p)[v];
+    else
+      *reinterpret_cast<uint2*>(e) = reinterpret_cast<const uint2*>(p)[v];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) x[v * kPer + i] = to_f32(e[i]);
+  }
+}
+template <int N, class T>
+__device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&x)[N]) {
+  constexpr int kBytes = N * int(sizeof(T)), kStep = kBytes >= 16 ? 16 : 8;
+  static_assert(kBytes % 8 == 0, "store_vec: 8-byte multiples only");
+  constexpr int kPer = kStep / int(sizeof(T));
+#pragma unroll
+  for (int v = 0; v < kBytes / kStep; ++v) {
+    alignas(16) T e[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) e[i] = from_f32<T>(x[v * kPer + i]);
+    if constexpr (kStep == 16)
+      reinterpret_cast<uint4*>(p)[v] = *reinterpret_cast<const uint4*>(e);
+    else
+      reinterpret_cast<uint2*>(p)[v] = *reinterpret_cast<const uint2*>(e);
+  }
+}
+inline bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 // Loads element i of a vector whose dtype is only known at run time (uniform across the grid,
 // so the branch costs nothing next to the memory access).
 __device__ __forceinline__ float load_elt(const void* p, Elt t, int64_t i) {

@@ -1,0 +1,126 @@
+// Per-kernel device time of any CUDA process, without Nsight Systems: a CUPTI activity tracer
+// that the CUDA driver loads into the process it starts.
+//
+//   CUDA_INJECTION64_PATH=build/bench/liblingbot_kernel_trace.so \
+//   LINGBOT_TRACE_OUT=kernels.tsv build/lingbot-map bench --device cuda
+//
+// Kernels launched from recorded graphs are traced node by node, so a recorded step shows its
+// real kernels. At exit the tracer writes one line per (kernel, grid, block): total device time,
+// launches and the share of all kernel time, largest first, to LINGBOT_TRACE_OUT (stderr when
+// unset). LINGBOT_TRACE_SKIP_S drops kernels that start within that many seconds of the first
+// traced kernel (the load and the warm-up), so the table describes the steady state.
+// CONCURRENT_KERNEL activity keeps kernels concurrent, unlike the serializing KERNEL kind.
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+struct Key {
+  std::string name;
+  unsigned grid[3];
+  unsigned block[3];
+  bool operator<(const Key& o) const {
+    return std::tie(name, grid[0], grid[1], grid[2], block[0], block[1], block[2]) <
+           std::tie(o.name, o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2]);
+  }
+};
+
+struct Sum {
+  unsigned long long ns = 0;
+  unsigned long long launches = 0;
+};
+
+std::mutex g_mutex;
+std::map<Key, Sum>* g_sums = nullptr;  // leaked on purpose: written until the very last flush
+unsigned long long g_first_start = 0;
+unsigned long long g_skip_ns = 0;
+unsigned long long g_dropped = 0;
+
+constexpr size_t kBufferBytes = 8u << 20;
+
+std::string demangle(const char* name) {
+  if (name == nullptr) return "?";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                             std::free);
+  return status == 0 && out ? std::string(out.get()) : std::string(name);
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  // CUPTI wants 8-byte aligned buffers; aligned_alloc gives more.
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(64, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+    if (g_first_start == 0 || k->start < g_first_start) g_first_start = k->start;
+    if (k->start < g_first_start + g_skip_ns) continue;
+    Key key{demangle(k->name),
+            {static_cast<unsigned>(k->gridX), static_cast<unsigned>(k->gridY),
+             static_cast<unsigned>(k->gridZ)},
+            {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY),
+             static_cast<unsigned>(k->blockZ)}};
+    Sum& s = (*g_sums)[key];
+    s.ns += k->end - k->start;
+    s.launches += 1;
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS)
+    g_dropped += dropped;
+  std::free(buffer);
+}
+
+void report() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<std::pair<Key, Sum>> rows(g_sums->begin(), g_sums->end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  unsigned long long total = 0;
+  for (const auto& r : rows) total += r.second.ns;
+  const char* path = std::getenv("LINGBOT_TRACE_OUT");
+  FILE* out = path != nullptr ? std::fopen(path, "w") : stderr;
+  if (out == nullptr) out = stderr;
+  std::fprintf(out, "# total_ms\t%.3f\tdropped_records\t%llu\n", total / 1e6, g_dropped);
+  std::fprintf(out, "share\ttotal_ms\tlaunches\tavg_us\tgrid\tblock\tkernel\n");
+  for (const auto& [key, sum] : rows) {
+    std::fprintf(out, "%.4f\t%.3f\t%llu\t%.2f\t%ux%ux%u\t%ux%ux%u\t%s\n",
+                 total ? double(sum.ns) / double(total) : 0.0, sum.ns / 1e6, sum.launches,
+                 sum.ns / 1e3 / double(sum.launches), key.grid[0], key.grid[1], key.grid[2],
+                 key.block[0], key.block[1], key.block[2], key.name.c_str());
+  }
+  if (out != stderr) std::fclose(out);
+}
+
+}  // namespace
+
+// Called by the CUDA driver when CUDA_INJECTION64_PATH names this library.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
+  g_sums = new std::map<Key, Sum>();
+  if (const char* skip = std::getenv("LINGBOT_TRACE_SKIP_S"))
+    g_skip_ns = static_cast<unsigned long long>(std::atof(skip) * 1e9);
+  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+    std::fprintf(stderr, "kernel_trace: CUPTI refused the kernel activity; nothing traced\n");
+    return 0;
+  }
+  std::atexit(report);
+  return 1;
+}
