@@ -7,9 +7,11 @@
 // Kernels launched from recorded graphs are traced node by node, so a recorded step shows its
 // real kernels. At exit the tracer writes one line per (kernel, grid, block): total device time,
 // launches and the share of all kernel time, largest first, to LINGBOT_TRACE_OUT (stderr when
-// unset). LINGBOT_TRACE_SKIP_S drops kernels that start within that many seconds of the first
-// traced kernel (the load and the warm-up), so the table describes the steady state.
-// CONCURRENT_KERNEL activity keeps kernels concurrent, unlike the serializing KERNEL kind.
+// unset), after a first line with the sum of kernel times, the time the device was busy (the
+// union of the kernels' intervals) and the span from the first kernel to the last.
+// LINGBOT_TRACE_SKIP_S drops kernels that start within that many seconds of the first traced kernel
+// (the load and the warm-up), so the table describes the steady state. CONCURRENT_KERNEL activity
+// keeps kernels concurrent, unlike the serializing KERNEL kind.
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -46,6 +48,9 @@ std::map<Key, Sum>* g_sums = nullptr;  // leaked on purpose: written until the v
 unsigned long long g_first_start = 0;
 unsigned long long g_skip_ns = 0;
 unsigned long long g_dropped = 0;
+// Every traced kernel's [start, end): their union is the time the device computed anything,
+// and the rest of the span is time it waited (launch gaps, host synchronization).
+std::vector<std::pair<unsigned long long, unsigned long long>>* g_spans = nullptr;
 
 constexpr size_t kBufferBytes = 8u << 20;
 
@@ -77,6 +82,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
              static_cast<unsigned>(k->gridZ)},
             {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY),
              static_cast<unsigned>(k->blockZ)}};
+    g_spans->emplace_back(k->start, k->end);
     Sum& s = (*g_sums)[key];
     s.ns += k->end - k->start;
     s.launches += 1;
@@ -95,10 +101,24 @@ void report() {
             [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   unsigned long long total = 0;
   for (const auto& r : rows) total += r.second.ns;
+  std::sort(g_spans->begin(), g_spans->end());
+  unsigned long long busy = 0, span = 0, open_start = 0, open_end = 0;
+  for (const auto& [b, e] : *g_spans) {
+    if (b > open_end) {
+      busy += open_end - open_start;
+      open_start = b;
+      open_end = e;
+    } else if (e > open_end) {
+      open_end = e;
+    }
+  }
+  busy += open_end - open_start;
+  if (!g_spans->empty()) span = open_end - g_spans->front().first;
   const char* path = std::getenv("LINGBOT_TRACE_OUT");
   FILE* out = path != nullptr ? std::fopen(path, "w") : stderr;
   if (out == nullptr) out = stderr;
-  std::fprintf(out, "# total_ms\t%.3f\tdropped_records\t%llu\n", total / 1e6, g_dropped);
+  std::fprintf(out, "# total_ms\t%.3f\tbusy_ms\t%.3f\tspan_ms\t%.3f\tdropped_records\t%llu\n",
+               total / 1e6, busy / 1e6, span / 1e6, g_dropped);
   std::fprintf(out, "share\ttotal_ms\tlaunches\tavg_us\tgrid\tblock\tkernel\n");
   for (const auto& [key, sum] : rows) {
     std::fprintf(out, "%.4f\t%.3f\t%llu\t%.2f\t%ux%ux%u\t%ux%ux%u\t%s\n",
@@ -114,6 +134,7 @@ void report() {
 // Called by the CUDA driver when CUDA_INJECTION64_PATH names this library.
 extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   g_sums = new std::map<Key, Sum>();
+  g_spans = new std::vector<std::pair<unsigned long long, unsigned long long>>();
   if (const char* skip = std::getenv("LINGBOT_TRACE_SKIP_S"))
     g_skip_ns = static_cast<unsigned long long>(std::atof(skip) * 1e9);
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||

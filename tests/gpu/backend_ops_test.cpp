@@ -1158,6 +1158,27 @@ TEST(GpuOps, Conv2dMatchesCpu) {
 
 // The fast path (bf16 implicit GEMM, 3x3 kernels with input channels a multiple of 32): on inputs
 // already rounded to bf16 it must agree with the fp32 CPU convolution to accumulation order.
+// One conv2d on the GPU against the CPU: a k x k kernel (padding k / 2), with or without bias,
+// and the epilogue (ReLU, or accumulate into random values both sides start from; otherwise the
+// output is poisoned). `bf16` rounds the inputs as the fast path reads them.
+void check_conv(Rng& rng, const Shape& xs, int64_t co, int k, int stride, bool bias, Act act,
+                bool accumulate, bool bf16) {
+  const int pad = k / 2;
+  const int64_t ho = (xs[2] + 2 * pad - k) / stride + 1, wo = (xs[3] + 2 * pad - k) / stride + 1;
+  const auto rounded = [&](Tensor t) { return bf16 ? round_to(t, DType::BF16) : t; };
+  Tensor x = rounded(rng.tensor(xs));
+  Tensor w = rounded(rng.tensor({co, xs[1], k, k}, -.3f, .3f));
+  Tensor b = rng.tensor({co}), y0 = rng.tensor({xs[0], co, ho, wo});
+  Tensor want = Tensor::zeros(y0.shape());
+  if (accumulate) std::copy(y0.f32(), y0.f32() + y0.numel(), want.f32());
+  cpu().conv2d(x, w, bias ? &b : nullptr, stride, pad, want, act, accumulate);
+  Tensor gb = gpu().upload(b, DType::F32);
+  Tensor y = accumulate ? gpu().upload(y0, DType::F32) : poisoned(want.shape(), DType::F32);
+  gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), bias ? &gb : nullptr,
+               stride, pad, y, act, accumulate);
+  EXPECT_LT(rel_err(y, want), kTolF32);
+}
+
 TEST(GpuOps, Conv2dFastMatchesCpu) {
   REQUIRE_GPU();
   Rng rng;
@@ -1183,21 +1204,9 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
         unsetenv("LINGBOT_CONV_BN");
       else
         setenv("LINGBOT_CONV_BN", bn, 1);
-      const int pad = c.k / 2;
-      const int64_t ho = (c.x[2] + 2 * pad - c.k) / c.stride + 1;
-      const int64_t wo = (c.x[3] + 2 * pad - c.k) / c.stride + 1;
       SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " k=" + std::to_string(c.k) +
                    " s=" + std::to_string(c.stride) + " BN " + bn);
-      Tensor x = round_to(rng.tensor(c.x), DType::BF16);
-      Tensor w = round_to(rng.tensor({c.co, c.x[1], c.k, c.k}, -.3f, .3f), DType::BF16);
-      Tensor b = rng.tensor({c.co});
-      Tensor want = Tensor::zeros({c.x[0], c.co, ho, wo});
-      cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, pad, want);
-      Tensor gb = gpu().upload(b, DType::F32);
-      Tensor y = poisoned(want.shape(), DType::F32);
-      gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), c.bias ? &gb : nullptr,
-                   c.stride, pad, y);
-      EXPECT_LT(rel_err(y, want), kTolF32);
+      check_conv(rng, c.x, c.co, c.k, c.stride, c.bias, Act::None, false, true);
     }
   unsetenv("LINGBOT_CONV_BN");
   gpu().allow_fast_convolutions(false);
@@ -1226,24 +1235,11 @@ TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
           unsetenv("LINGBOT_CONV_SPLITS");
         else
           setenv("LINGBOT_CONV_SPLITS", splits, 1);
-        const int64_t ho = (c.x[2] + 2 - 3) / c.stride + 1, wo = (c.x[3] + 2 - 3) / c.stride + 1;
         SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
                      " s=" + std::to_string(c.stride) + " splits " + splits + " mode " +
                      std::to_string(mode));
-        const Act act = mode == 1 ? Act::ReLU : Act::None;
-        const bool accumulate = mode == 2;
-        Tensor x = round_to(rng.tensor(c.x), DType::BF16);
-        Tensor w = round_to(rng.tensor({c.co, c.x[1], 3, 3}, -.3f, .3f), DType::BF16);
-        Tensor b = rng.tensor({c.co});
-        Tensor y0 = rng.tensor({c.x[0], c.co, ho, wo});
-        Tensor want = Tensor::zeros(y0.shape());
-        if (accumulate) std::copy(y0.f32(), y0.f32() + y0.numel(), want.f32());
-        cpu().conv2d(x, w, &b, c.stride, 1, want, act, accumulate);
-        Tensor gb = gpu().upload(b, DType::F32);
-        Tensor y = accumulate ? gpu().upload(y0, DType::F32) : poisoned(want.shape(), DType::F32);
-        gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), &gb, c.stride, 1, y,
-                     act, accumulate);
-        EXPECT_LT(rel_err(y, want), kTolF32);
+        check_conv(rng, c.x, c.co, 3, c.stride, true, mode == 1 ? Act::ReLU : Act::None, mode == 2,
+                   true);
       }
   unsetenv("LINGBOT_CONV_SPLITS");
   gpu().allow_fast_convolutions(false);
@@ -1257,18 +1253,8 @@ TEST(GpuOps, Conv2dGemmEpiloguesMatchCpu) {
   for (int k : {1, 3})
     for (int mode = 1; mode < 3; ++mode) {
       SCOPED_TRACE("k=" + std::to_string(k) + " mode " + std::to_string(mode));
-      const Act act = mode == 1 ? Act::ReLU : Act::None;
-      const bool accumulate = mode == 2;
-      Tensor x = rng.tensor({2, 5, 13, 17}), w = rng.tensor({7, 5, k, k}, -.3f, .3f);
-      Tensor b = rng.tensor({7}), y0 = rng.tensor({2, 7, 13, 17});
-      Tensor want = Tensor::zeros(y0.shape());
-      if (accumulate) std::copy(y0.f32(), y0.f32() + y0.numel(), want.f32());
-      cpu().conv2d(x, w, &b, 1, k / 2, want, act, accumulate);
-      Tensor gb = gpu().upload(b, DType::F32);
-      Tensor y = accumulate ? gpu().upload(y0, DType::F32) : poisoned(want.shape(), DType::F32);
-      gpu().conv2d(gpu().upload(x, DType::F32), gpu().upload(w, DType::F32), &gb, 1, k / 2, y, act,
-                   accumulate);
-      EXPECT_LT(rel_err(y, want), kTolF32);
+      check_conv(rng, {2, 5, 13, 17}, 7, k, 1, true, mode == 1 ? Act::ReLU : Act::None, mode == 2,
+                 false);
     }
 }
 

@@ -28,5 +28,5 @@ timeout 200 compute-sanitizer --tool memcheck build/tests/lingbot_tests \
 echo "memcheck rc=$?"
 grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$OUT/memcheck.log" | head -8
 wait $base_build
-BASE="$BASE" OUT="$OUT" tests/gpu/before_after.sh
+BASE="$BASE" OUT="$OUT" tests/gpu/before_after.sh 2>&1 | tee "$OUT/before_after.txt"
 if [ "${KERNELS:-0}" = 1 ]; then OUT="$OUT/kernels" tests/gpu/kernel_profile.sh; fi

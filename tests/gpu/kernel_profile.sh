@@ -20,10 +20,15 @@ for n in "$SHORT" "$LONG"; do
 done
 python3 - "$OUT/kernels_$SHORT.tsv" "$OUT/kernels_$LONG.tsv" "$SHORT" "$LONG" <<'PY'
 import re, sys
+head = {}
 def load(path):
     rows = {}
     for line in open(path):
-        if line.startswith("#") or line.startswith("share"):
+        if line.startswith("#"):
+            f = line[1:].split()
+            head[path] = {f[i]: float(f[i + 1]) for i in range(0, len(f) - 1, 2)}
+            continue
+        if line.startswith("share"):
             continue
         share, ms, launches, avg, grid, block, name = line.rstrip("\n").split("\t", 6)
         rows[(name, grid, block)] = (float(ms), int(launches))
@@ -40,8 +45,15 @@ per.sort(reverse=True)
 total = sum(p[0] for p in per)
 print(f"device time per full-window frame, summed over kernels: {total:.3f} ms "
       f"({frames} frames differenced)")
+ha, hb = head.get(sys.argv[1], {}), head.get(sys.argv[2], {})
+if "busy_ms" in ha and "busy_ms" in hb:
+    busy = (hb["busy_ms"] - ha["busy_ms"]) / frames
+    span = (hb["span_ms"] - ha["span_ms"]) / frames
+    print(f"per frame: device busy {busy:.3f} ms (kernels overlapping on the side queue counted "
+          f"once), span {span:.3f} ms, idle {span - busy:.3f} ms")
 def short(name):
-    name = re.sub(r"\(.*", "", name)  # drop the argument list
+    name = name.replace("(anonymous namespace)::", "").replace("lingbot::cuda::", "")
+    name = re.sub(r"^void ", "", re.sub(r"\(.*", "", name))  # drop the argument list
     return name[:90]
 print(f"{'ms/frame':>9} {'share':>6} {'calls':>6} {'us/call':>8}  {'grid':>12} {'block':>9}  kernel")
 for ms, calls, (name, grid, block) in per[:45]:

@@ -283,12 +283,18 @@ struct ConvArgs {
 // (scratch::conv_packed_layout_elems values).
 void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
                        cudaStream_t s);
-// Scratch conv2d_bf16 takes: the input channels-last in bf16, and the partial sums where K is
-// split; never more than the im2col columns of the same convolution (scratch::conv2d_floats).
-// `sms`: the device's multiprocessors, for the tile choice. LINGBOT_CONV_BN=32|64|128 forces the
-// output channels per CTA, LINGBOT_CONV_SPLITS=n the K splits (tests, measurements).
-size_t conv_scratch_bytes(const ConvArgs& a, int sms);
-void conv2d_bf16(const ConvArgs& a, void* scratch, int sms, cudaStream_t s);
+// A convolution's tile width and K splits, and the scratch they take: the input channels-last
+// in bf16, and the partial sums where K is split; never more than the im2col columns of the same
+// convolution (scratch::conv2d_floats). `sms`: the device's multiprocessors, for the tile choice.
+// LINGBOT_CONV_BN=32|64|128 forces the output channels per CTA, LINGBOT_CONV_SPLITS=n the K
+// splits (tests, measurements).
+struct ConvPlan {
+  int bn = 64, splits = 1;
+  size_t input_bytes = 0, partial_bytes = 0;
+  size_t scratch_bytes() const { return input_bytes + partial_bytes; }
+};
+ConvPlan conv_plan(const ConvArgs& a, int sms);
+void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream_t s);
 
 // ---- gemm.cc ---------------------------------------------------------------------------------
 // Column-major D[m, n] = op(A)[m, k] . op(B)[k, n] (+ bias[m]) (+ D with `accumulate`) with an

@@ -205,13 +205,10 @@ __global__ void sum_splits_kernel(const float* __restrict__ part, float* __restr
   }
 }
 
-struct Plan {
-  int bn = 64, splits = 1;
-  size_t input_bytes = 0, partial_bytes = 0;
-};
+}  // namespace
 
-Plan plan(const ConvArgs& a, int sms) {
-  Plan p;
+ConvPlan conv_plan(const ConvArgs& a, int sms) {
+  ConvPlan p;
   const int64_t npix = int64_t(a.ho) * a.wo, tiles_m = (npix + kBM - 1) / kBM;
   p.bn = a.co > 64 ? 128 : a.co > 32 ? 64 : 32;
   const char* env = std::getenv("LINGBOT_CONV_BN");  // read per call: tests switch it
@@ -236,6 +233,8 @@ Plan plan(const ConvArgs& a, int sms) {
   return p;
 }
 
+namespace {
+
 template <int BN>
 void launch(const KernelArgs& k, dim3 grid, cudaStream_t s) {
   constexpr int smem = smem_bytes<BN>();
@@ -257,13 +256,7 @@ void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int
   LB_CUDA_LAUNCHED();
 }
 
-size_t conv_scratch_bytes(const ConvArgs& a, int sms) {
-  const Plan p = plan(a, sms);
-  return p.input_bytes + p.partial_bytes;
-}
-
-void conv2d_bf16(const ConvArgs& a, void* scratch, int sms, cudaStream_t s) {
-  const Plan p = plan(a, sms);
+void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream_t s) {
   auto* xc = static_cast<__nv_bfloat16*>(scratch);
   const int hw = a.hi * a.wi, npix = a.ho * a.wo;
   to_channels_last_kernel<<<dim3((hw + 31) / 32, a.ci / 32, a.images), dim3(32, 8), 0, s>>>(

@@ -468,8 +468,8 @@ class CudaBackend final : public Backend {
       a.pad = pad;
       a.relu = relu;
       a.accumulate = accumulate;
-      const int sms = ctx_->prop.multiProcessorCount;
-      cuda::conv2d_bf16(a, ctx_->scratch.get(cuda::conv_scratch_bytes(a, sms), s()), sms, s());
+      const cuda::ConvPlan plan = cuda::conv_plan(a, ctx_->prop.multiProcessorCount);
+      cuda::conv2d_bf16(a, plan, ctx_->scratch.get(plan.scratch_bytes(), s()), s());
       return;
     }
     // im2col in pixel chunks so the column buffer stays bounded at any resolution.
