@@ -673,6 +673,29 @@ std::vector<AttnVariant> attention_variants(const KvSet& kv) {
   return v;
 }
 
+// Queries [n, h, d] as the attention kernel's e4m3 S uses them: each (row, head) slice scaled by
+// the power of two 2^k that takes its largest |value| closest to 448 without passing it, rounded to
+// e4m3 (nearest even, saturating) and scaled back.
+Tensor e4m3_queries(const Tensor& q, int d) {
+  Tensor out = Tensor::zeros(q.shape());
+  const float* src = q.f32();
+  float* dst = out.f32();
+  for (int64_t r = 0; r < q.numel() / d; ++r) {
+    float amax = 0.f;
+    for (int i = 0; i < d; ++i) amax = std::max(amax, std::fabs(src[r * d + i]));
+    int k = 0;
+    if (amax > 0.f) {
+      uint32_t u;
+      std::memcpy(&u, &amax, 4);
+      const int e = static_cast<int>((u >> 23) & 0xff) - 127;
+      k = std::clamp(((u & 0x7fffff) <= 0x600000 ? 8 : 7) - e, -126, 126);
+    }
+    for (int i = 0; i < d; ++i)
+      dst[r * d + i] = std::ldexp(f8e4m3_to_f32(f32_to_f8e4m3(std::ldexp(src[r * d + i], k))), -k);
+  }
+  return out;
+}
+
 // Runs the GPU on all queries and the CPU on `rows` (all when empty), and compares those rows.
 // Every kernel variant that can serve the call runs and is compared.
 void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double tol,
@@ -704,8 +727,10 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
   Tensor qs = Tensor::zeros({nr, h, d});
   for (int64_t i = 0; i < nr; ++i)
     std::memcpy(qs.f32() + i * row, q.f32() + rows[i] * row, row * 4);
+  // e4m3 K/V: the kernel computes S on e4m3 queries, so the CPU gets the same queries.
+  const bool e4m3 = kv.dt == DType::F8E4M3;
   Tensor want = Tensor::zeros({nr, h, d});
-  cpu().attention(qs, kv.host_segs, scale, want);
+  cpu().attention(e4m3 ? e4m3_queries(qs, d) : qs, kv.host_segs, scale, want);
   for (size_t v = 0; v < outs.size(); ++v) {
     const Tensor& got = outs[v];
     Tensor gs = Tensor::zeros({nr, h, d});
