@@ -451,6 +451,67 @@ __device__ __forceinline__ void widen_e4m3(uint32_t w, uint32_t& lo, uint32_t& h
       : "r"(w));
 }
 
+// A producer thread's walk through the segment table. Its keys only grow, so one cursor follows
+// them. copy() issues the thread's kRows rows of one tile, keys key0 + kStep i, as 16-byte copies
+// of K and V to kdst / vdst + 2 KB i (rows past kend are zero-filled). Most tiles lie inside one
+// segment: then the rows are a fixed stride apart and need no per-row lookup.
+struct KvCursor {
+  const SegTable& seg;
+  const int64_t row_stride, col_off;  // bytes between rows; this thread's chunk within a row
+  int cur;
+  int64_t lo, hi;  // keys of the current segment
+  const char *kb, *vb;
+
+  __device__ __forceinline__ KvCursor(const SegTable& s, int64_t first, int64_t stride, int64_t col)
+      : seg(s), row_stride(stride), col_off(col), cur(find_segment(s, first)) {
+    lo = seg.start[cur];
+    hi = seg.start[cur + 1];
+    kb = seg.k[cur];
+    vb = seg.v[cur];
+  }
+  __device__ __forceinline__ void advance(int64_t key) {
+    while (key >= hi) {
+      ++cur;
+      lo = hi;
+      hi = seg.start[cur + 1];
+      kb = seg.k[cur];
+      vb = seg.v[cur];
+    }
+  }
+  template <int kRows, int kStep, bool kCopy>
+  __device__ __forceinline__ void copy(int64_t key0, int64_t kend, uint32_t kdst, uint32_t vdst) {
+    const int64_t key_last = key0 + kStep * (kRows - 1);
+    if (key0 < kend) advance(key0);
+    if (key_last < kend && key_last < hi) {
+      const int64_t off = (key0 - lo) * row_stride + col_off;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i)
+        if constexpr (kCopy) {
+          cp_async16(kdst + i * 2048, kb + off + i * kStep * row_stride, true);
+          cp_async16(vdst + i * 2048, vb + off + i * kStep * row_stride, true);
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int64_t key = key0 + kStep * i;
+        const bool ok = key < kend;
+        const char* ks = kb;
+        const char* vs = vb;
+        if (ok) {
+          advance(key);
+          const int64_t off = (key - lo) * row_stride + col_off;
+          ks = kb + off;
+          vs = vb + off;
+        }
+        if constexpr (kCopy) {
+          cp_async16(kdst + i * 2048, ks, ok);
+          cp_async16(vdst + i * 2048, vs, ok);
+        }
+      }
+    }
+  }
+};
+
 // The producer for e4m3 K/V (kF8). K rows go by cp.async straight into their tile, e4m3 in the
 // 64-byte swizzle that the fp8 wgmma reads (thread pt copies 16-byte chunk pt % 4 of rows
 // pt / 4 + 32 i), kRawStages - 1 tiles ahead, once the consumers released that stage. V rows go
@@ -467,19 +528,7 @@ __device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, 
   const int chunk = pt & 3, rsub = pt >> 2;
   const int64_t row_stride = int64_t(a.heads) * kD;
   const int64_t col_off = int64_t(h) * kD + chunk * 16;
-  int cur = find_segment(a.seg, min(kbeg + rsub, a.nk - 1));
-  int64_t seg_lo = a.seg.start[cur], seg_hi = a.seg.start[cur + 1];
-  const char* kb = a.seg.k[cur];
-  const char* vb = a.seg.v[cur];
-  auto advance = [&](int64_t key) {
-    while (key >= seg_hi) {
-      ++cur;
-      seg_lo = seg_hi;
-      seg_hi = a.seg.start[cur + 1];
-      kb = a.seg.k[cur];
-      vb = a.seg.v[cur];
-    }
-  };
+  KvCursor rows(a.seg, min(kbeg + rsub, a.nk - 1), row_stride, col_off);
   // Copies tile t (if any) as one commit group: K into its stage, V into raw slot t % kR.
   auto issue = [&](int t) {
     if (t < ntiles) {
@@ -487,33 +536,7 @@ __device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, 
       if (t >= C::kStages) mbar_wait(sm.empty + 8 * stage, ((t / C::kStages) & 1) ^ 1);
       const uint32_t kdst = sm.k + stage * kTile + swz64(rsub, chunk);  // + 2 KB per 32 rows
       const uint32_t vdst = sm.raw + (t % kR) * kTile + rsub * kD + chunk * 16;
-      const int64_t key0 = kbeg + int64_t(t) * C::kBN + rsub;
-      const int64_t key_last = key0 + 32 * (kRows - 1);
-      if (key0 < kend) advance(key0);
-      if (key_last < kend && key_last < seg_hi) {
-        const int64_t off = (key0 - seg_lo) * row_stride + col_off;
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          cp_async16(kdst + i * 32 * kD, kb + off + i * 32 * row_stride, true);
-          cp_async16(vdst + i * 32 * kD, vb + off + i * 32 * row_stride, true);
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          const int64_t key = key0 + 32 * i;
-          const bool ok = key < kend;
-          const char* ks = kb;
-          const char* vs = vb;
-          if (ok) {
-            advance(key);
-            const int64_t off = (key - seg_lo) * row_stride + col_off;
-            ks = kb + off;
-            vs = vb + off;
-          }
-          cp_async16(kdst + i * 32 * kD, ks, ok);  // rows past the range are zero-filled
-          cp_async16(vdst + i * 32 * kD, vs, ok);
-        }
-      }
+      rows.copy<kRows, 32, true>(kbeg + int64_t(t) * C::kBN + rsub, kend, kdst, vdst);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
@@ -549,10 +572,8 @@ __device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, 
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// Producer warpgroup: thread pt copies 16-byte chunk pt % 8 of rows pt / 8 + 16 i of every tile,
-// 8 consecutive threads covering one 128-byte row. Its keys only grow, so one segment cursor per
-// thread follows them through the table. Most tiles lie inside one page: then the thread's rows
-// are a fixed stride apart and need no per-row lookup.
+// Producer warpgroup (bf16 K/V): thread pt copies 16-byte chunk pt % 8 of rows pt / 8 + 16 i of
+// every tile (KvCursor), 8 consecutive threads covering one 128-byte row.
 template <class C, int kMode>
 __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int64_t kbeg,
                                         int64_t kend, int ntiles, int h, int pt) {
@@ -561,59 +582,16 @@ __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int
   const int64_t row_stride = int64_t(a.heads) * kD * 2;
   const int64_t col_off = int64_t(h) * kD * 2 + chunk * 16;
   const uint32_t dst0 = swz(rsub, chunk);  // rows rsub + 16 i share rsub & 7: + 2 KB per i
-  int cur = find_segment(a.seg, min(kbeg + rsub, a.nk - 1));
-  int64_t seg_lo = a.seg.start[cur], seg_hi = a.seg.start[cur + 1];
-  const char* kb = a.seg.k[cur];
-  const char* vb = a.seg.v[cur];
-  auto advance = [&](int64_t key) {
-    while (key >= seg_hi) {
-      ++cur;
-      seg_lo = seg_hi;
-      seg_hi = a.seg.start[cur + 1];
-      kb = a.seg.k[cur];
-      vb = a.seg.v[cur];
-    }
-  };
+  KvCursor rows(a.seg, min(kbeg + rsub, a.nk - 1), row_stride, col_off);
   int stage = 0;
   uint32_t round_parity = 0;
   for (int t = 0; t < ntiles; ++t) {
     // Reuse of a stage waits until all consumer warps released its previous tile.
     if (t >= C::kStages) mbar_wait(sm.empty + 8 * stage, round_parity ^ 1);
-    const int64_t key0 = kbeg + int64_t(t) * C::kBN + rsub;
-    const int64_t key_last = key0 + 16 * (kRows - 1);
     const uint32_t kdst = sm.k + stage * C::kTileBytes + dst0;
     const uint32_t vdst = sm.v + stage * C::kTileBytes + dst0;
-    if (key0 < kend) advance(key0);
-    if (key_last < kend && key_last < seg_hi) {
-      const int64_t off = (key0 - seg_lo) * row_stride + col_off;
-      const char* ks = kb + off;
-      const char* vs = vb + off;
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        if constexpr ((kMode & kNoLoad) == 0) {
-          cp_async16(kdst + i * 2048, ks + i * 16 * row_stride, true);
-          cp_async16(vdst + i * 2048, vs + i * 16 * row_stride, true);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int64_t key = key0 + 16 * i;
-        const bool ok = key < kend;
-        const char* ks = kb;
-        const char* vs = vb;
-        if (ok) {
-          advance(key);
-          const int64_t off = (key - seg_lo) * row_stride + col_off;
-          ks = kb + off;
-          vs = vb + off;
-        }
-        if constexpr ((kMode & kNoLoad) == 0) {
-          cp_async16(kdst + i * 2048, ks, ok);  // rows past the range are zero-filled
-          cp_async16(vdst + i * 2048, vs, ok);
-        }
-      }
-    }
+    rows.copy<kRows, 16, (kMode & kNoLoad) == 0>(kbeg + int64_t(t) * C::kBN + rsub, kend, kdst,
+                                                 vdst);
     mbar_arrive_copies(sm.full + 8 * stage);
     if (++stage == C::kStages) {
       stage = 0;

@@ -36,29 +36,61 @@ __global__ void bias_act_kernel(T* __restrict__ y, const void* __restrict__ bias
 }
 
 // One block per row; two passes (mean, then centred variance) like the CPU reference, which
-// keeps the variance exact for rows with a large mean. Re-reads hit L1/L2.
-template <class X, class Y>
+// keeps the variance exact for rows with a large mean. kPer > 0: the row fits in registers,
+// kPer values per thread (thread t holds elements t, t + blockDim, ...), read from memory once;
+// the loop form (kPer = 0) reads it three times (the re-reads hit L1/L2). Both sum in the same
+// order.
+template <class X, class Y, int kPer>
 __global__ void layer_norm_kernel(const X* __restrict__ x, const void* __restrict__ w, Elt wt,
                                   const void* __restrict__ b, Elt bt, float eps, Y* __restrict__ y,
                                   int64_t n) {
   __shared__ float red[32];
   const X* row = x + blockIdx.x * n;
   Y* out = y + blockIdx.x * n;
-  float s = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += to_f32(row[i]);
-  const float mean = block_sum(s, red) / static_cast<float>(n);
-  float v = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float d = to_f32(row[i]) - mean;
-    v += d * d;
-  }
-  const float var = block_sum(v, red) / static_cast<float>(n);
-  const float r = rsqrtf(var + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    float o = (to_f32(row[i]) - mean) * r;
-    if (w) o *= load_elt(w, wt, i);
-    if (b) o += load_elt(b, bt, i);
-    out[i] = from_f32<Y>(o);
+  if constexpr (kPer > 0) {
+    const int t = threadIdx.x, step = blockDim.x, m = static_cast<int>(n);
+    float v[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) v[k] = t + k * step < m ? to_f32(row[t + k * step]) : 0.f;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (t + k * step < m) s += v[k];
+    const float mean = block_sum(s, red) / static_cast<float>(n);
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const float d = v[k] - mean;
+      if (t + k * step < m) q += d * d;
+    }
+    const float r = rsqrtf(block_sum(q, red) / static_cast<float>(n) + eps);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = t + k * step;
+      if (i < m) {
+        float o = (v[k] - mean) * r;
+        if (w) o *= load_elt(w, wt, i);
+        if (b) o += load_elt(b, bt, i);
+        out[i] = from_f32<Y>(o);
+      }
+    }
+  } else {
+    float s = 0.f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += to_f32(row[i]);
+    const float mean = block_sum(s, red) / static_cast<float>(n);
+    float v = 0.f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float d = to_f32(row[i]) - mean;
+      v += d * d;
+    }
+    const float var = block_sum(v, red) / static_cast<float>(n);
+    const float r = rsqrtf(var + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      float o = (to_f32(row[i]) - mean) * r;
+      if (w) o *= load_elt(w, wt, i);
+      if (b) o += load_elt(b, bt, i);
+      out[i] = from_f32<Y>(o);
+    }
   }
 }
 
@@ -168,8 +200,16 @@ void layer_norm(const void* x, Elt xt, const void* w, Elt wt, const void* b, Elt
     using X = decltype(xv);
     dispatch_elt(yt, [&](auto yv) {
       using Y = decltype(yv);
-      layer_norm_kernel<X, Y><<<static_cast<unsigned>(rows), threads, 0, s>>>(
-          static_cast<const X*>(x), w, wt, b, bt, eps, static_cast<Y*>(y), n);
+      const auto* xp = static_cast<const X*>(x);
+      auto* yp = static_cast<Y*>(y);
+      const unsigned grid = static_cast<unsigned>(rows);
+      const int64_t per = (n + threads - 1) / threads;  // values per thread
+      if (per <= 4)
+        layer_norm_kernel<X, Y, 4><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
+      else if (per <= 8)
+        layer_norm_kernel<X, Y, 8><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
+      else
+        layer_norm_kernel<X, Y, 0><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
     });
   });
   LB_CUDA_LAUNCHED();
