@@ -65,8 +65,8 @@ struct Cfg {
   static_assert(kBN % 16 == 0 && kSN % 8 == 0, "whole k16 steps of P per tile");
   static constexpr uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile
   static constexpr uint32_t kQBytes = kBM * kD * 2;
-  // e4m3 K/V (kF8): the producer first copies each tile's bytes into a ring of kRawStages raw
-  // tiles (SmemLayout), then widens them into the ring above.
+  // e4m3 K/V (kF8): the producer first copies each tile's V bytes into a ring of kRawStages
+  // raw tiles (SmemLayout), then widens them into the V ring.
   static constexpr int kRawStages = 4;
   static constexpr uint32_t kRawTileBytes = kBN * kD;
   // setmaxnreg.inc waits for registers the CTA's other warps gave back, so the split must fit in
@@ -95,6 +95,19 @@ enum Mode : int {
   kF8 = 128,        // K/V stored as e4m3 with per-head scales (set by the dispatch, not a knob)
   // Measured alone at 72k keys: 467 TFLOP/s against 415 with kLazy only (10k keys: 418 / 380).
   kDefault = kLazy | kGuard,
+};
+
+// Shared memory: Q (bf16, 1 KB aligned), the K and V rings, and for e4m3 K/V (kF8) the e4m3
+// queries, then the mbarriers, then the queries' row scales and the raw V ring (kF8).
+template <class C, int kMode>
+struct SmemLayout {
+  static constexpr bool kE4m3 = (kMode & kF8) != 0;
+  static constexpr uint32_t kTileK = kE4m3 ? C::kBN * kD : C::kTileBytes;  // e4m3 K as stored
+  static constexpr uint32_t kQ8 = kE4m3 ? C::kBM * kD : 0;
+  static constexpr uint32_t kScales = kE4m3 ? C::kBM * 4 : 0;
+  static constexpr uint32_t kRaw = kE4m3 ? C::kRawStages * C::kRawTileBytes : 0;
+  static constexpr int kBytes = 1024 + C::kQBytes + C::kStages * (kTileK + C::kTileBytes) + kQ8 +
+                                2 * C::kStages * 8 + kScales + 16 + kRaw;
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -524,18 +537,19 @@ __device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, 
                                            int64_t kend, int ntiles, int h, int pt) {
   constexpr int kRows = C::kBN / 32;  // rows per thread and tile
   constexpr int kR = C::kRawStages;
-  constexpr uint32_t kTile = C::kBN * kD;  // e4m3 K tiles and raw V tiles
+  constexpr uint32_t kTileK = SmemLayout<C, kMode>::kTileK, kRawTile = C::kRawTileBytes;
   const int chunk = pt & 3, rsub = pt >> 2;
   const int64_t row_stride = int64_t(a.heads) * kD;
   const int64_t col_off = int64_t(h) * kD + chunk * 16;
   KvCursor rows(a.seg, min(kbeg + rsub, a.nk - 1), row_stride, col_off);
-  // Copies tile t (if any) as one commit group: K into its stage, V into raw slot t % kR.
+  // Copies tile t (if any) as one commit group: K into its stage, V into raw slot t % kR. Empty
+  // groups past the last tile keep the group count equal to the tile count.
   auto issue = [&](int t) {
     if (t < ntiles) {
       const int stage = t % C::kStages;
       if (t >= C::kStages) mbar_wait(sm.empty + 8 * stage, ((t / C::kStages) & 1) ^ 1);
-      const uint32_t kdst = sm.k + stage * kTile + swz64(rsub, chunk);  // + 2 KB per 32 rows
-      const uint32_t vdst = sm.raw + (t % kR) * kTile + rsub * kD + chunk * 16;
+      const uint32_t kdst = sm.k + stage * kTileK + swz64(rsub, chunk);  // + 2 KB per 32 rows
+      const uint32_t vdst = sm.raw + (t % kR) * kRawTile + rsub * kD + chunk * 16;
       rows.copy<kRows, 32, true>(kbeg + int64_t(t) * C::kBN + rsub, kend, kdst, vdst);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -544,7 +558,7 @@ __device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, 
   for (int t = 0; t < ntiles; ++t) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kR - 2) : "memory");  // tile t has landed
     const int stage = t % C::kStages;
-    const uint32_t raw = sm.raw + (t % kR) * kTile;
+    const uint32_t raw = sm.raw + (t % kR) * kRawTile;
     const uint32_t tile = sm.v + stage * C::kTileBytes;
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
@@ -552,6 +566,7 @@ __device__ __forceinline__ void produce_f8(const KernelArgs& a, const Smem& sm, 
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
                    : "r"(raw + (rsub + 32 * i) * kD + chunk * 16));
+      // One word at a time (8 bytes out): the producer runs on few registers.
       const int r = rsub + 32 * i;
       const uint32_t lo = tile + swz(r, 2 * chunk), hi = tile + swz(r, 2 * chunk + 1);
       const uint32_t w[4] = {w0, w1, w2, w3};
@@ -686,7 +701,7 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   // producer, P packed as fp16: its 10-bit mantissa loses less than bf16's).
   constexpr bool kE4m3 = (kMode & kF8) != 0;
   constexpr bool kHalf = kE4m3;
-  constexpr uint32_t kTileK = kE4m3 ? C::kBN * kD : C::kTileBytes;
+  constexpr uint32_t kTileK = SmemLayout<C, kMode>::kTileK;
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
   const int lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int q0 = blockIdx.x * C::kBM;
@@ -759,10 +774,10 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
         // outputs, and a thread's share of a row sum bounds each of its probabilities. Only if
         // some share passes that (or is not finite) does the warpgroup recompute S and take the
         // usual path.
+        constexpr float kMaxP = kHalf ? 0x1p15f : 0x1p64f;
         mask_tile<C>(s, tile0, kend, tq);
         float sum0, sum1;
         exp_tile<C, kMode>(s, sl2a, sl2b, m0 * sl2a, m1 * sl2b, sum0, sum1);
-        constexpr float kMaxP = kHalf ? 0x1p15f : 0x1p64f;
         if (!warpgroup_any(!(sum0 <= kMaxP && sum1 <= kMaxP), 1 + wg)) {
           l0 += sum0;
           l1 += sum1;
@@ -837,22 +852,6 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 #endif  // LINGBOT_WGMMA_BODY
 
-// Shared memory: Q (bf16, 1 KB aligned), the K and V rings, the e4m3 queries (kF8), the
-// mbarriers, the row scales (kF8) and the raw V ring (kF8).
-template <class C, int kMode>
-struct SmemLayout {
-  static constexpr bool kE4m3 = (kMode & kF8) != 0;
-  static constexpr uint32_t kTileK = kE4m3 ? C::kBN * kD : C::kTileBytes;
-  static constexpr uint32_t kTileV = C::kTileBytes;
-  static constexpr uint32_t kQ8 = kE4m3 ? C::kBM * kD : 0;
-  static constexpr uint32_t kScales = kE4m3 ? C::kBM * 4 : 0;
-  static constexpr uint32_t kRaw = kE4m3                ? C::kRawStages * C::kRawTileBytes
-                                   : (kMode & kF8) != 0 ? 2 * C::kRawStages * C::kRawTileBytes
-                                                        : 0;
-  static constexpr int kBytes = 1024 + C::kQBytes + C::kStages * (kTileK + kTileV) + kQ8 +
-                                2 * C::kStages * 8 + kScales + 16 + kRaw;
-};
-
 template <class C, int kMode>
 __global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const KernelArgs a) {
 #ifdef LINGBOT_WGMMA_BODY
@@ -862,7 +861,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const K
   sm.q = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   sm.k = sm.q + C::kQBytes;
   sm.v = sm.k + C::kStages * L::kTileK;
-  sm.q8 = sm.v + C::kStages * L::kTileV;
+  sm.q8 = sm.v + C::kStages * C::kTileBytes;
   sm.full = sm.q8 + L::kQ8;
   sm.empty = sm.full + C::kStages * 8;
   sm.qscale = sm.empty + C::kStages * 8;
