@@ -163,7 +163,7 @@ void Backend::transpose_last2(const Tensor& x, Tensor& y) {
 }
 
 void Backend::split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
-                        Tensor& k, Tensor& v) {
+                        Tensor& k, Tensor& v, const KVDestination* into) {
   check(qkv, "split_qkv", "qkv");
   check(q, "split_qkv", "q");
   check(k, "split_qkv", "k");
@@ -192,7 +192,41 @@ void Backend::split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope,
                   "split_qkv: rope tables " + shape_str(rope->cos.shape()) + " do not cover " +
                       std::to_string(rows) + " rows");
   }
+  if (!into) {
+    do_split_qkv(qkv, norm, rope, q, k, v);
+    return;
+  }
+  const bool f8 = into->dtype == DType::F8E4M3;
+  LINGBOT_CHECK(f8 || handles(into->dtype), std::string("split_qkv: cache storage is ") +
+                                                dtype_name(into->dtype) +
+                                                ", which this backend does not compute in");
+  LINGBOT_CHECK(into->rows_per_frame > 0 &&
+                    static_cast<int64_t>(into->frames.size()) * into->rows_per_frame == rows,
+                "split_qkv: " + std::to_string(into->frames.size()) + " destination frames of " +
+                    std::to_string(into->rows_per_frame) + " rows for " + std::to_string(rows) +
+                    " rows");
+  for (const KVDestination::Frame& f : into->frames) {
+    LINGBOT_CHECK(f.k && f.v, "split_qkv: no cache storage to write to");
+    if (!f8) continue;
+    LINGBOT_CHECK(f.scales != nullptr, "split_qkv: e4m3 storage needs per-head scales");
+    check(*f.scales, "split_qkv", "scales", true);
+    LINGBOT_CHECK(f.scales->numel() == 2 * h,
+                  shapes("split_qkv", {{"k", &k}, {"scales", f.scales}}));
+  }
+  do_split_qkv_into(qkv, norm, rope, q, k, v, *into);
+}
+
+void Backend::do_split_qkv_into(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
+                                Tensor& k, Tensor& v, const KVDestination& into) {
   do_split_qkv(qkv, norm, rope, q, k, v);
+  const int64_t n = into.rows_per_frame;
+  const Tensor k3 = k.reshape({-1, k.dim(-2), k.dim(-1)}), v3 = v.reshape(k3.shape());
+  for (size_t f = 0; f < into.frames.size(); ++f) {
+    const int64_t r0 = static_cast<int64_t>(f) * n;
+    const KVDestination::Frame& d = into.frames[f];
+    do_store_kv(k3.slice(r0, r0 + n), v3.slice(r0, r0 + n), d.k, d.v, into.dtype,
+                into.dtype == DType::F8E4M3 ? d.scales : nullptr);
+  }
 }
 
 namespace {

@@ -53,6 +53,20 @@ struct Rope {
   RopePairs pairs = RopePairs::Interleaved;
 };
 
+// Cache storage for the K/V rows of split_qkv, frame by frame: frame f (rows f * rows_per_frame
+// onwards) goes to frames[f].k / .v in storage dtype `dtype`; `scales` as in store_kv (each
+// frame its own, as frames of different sequences have their own cache).
+struct KVDestination {
+  struct Frame {
+    void* k = nullptr;
+    void* v = nullptr;
+    const Tensor* scales = nullptr;
+  };
+  std::vector<Frame> frames;
+  int64_t rows_per_frame = 0;
+  DType dtype = DType::BF16;
+};
+
 // LayerNorm over each head's head_dim values, one affine shared by all heads.
 struct QKNorm {
   const Tensor* q_weight = nullptr;
@@ -146,8 +160,10 @@ class Backend {
   void transpose_last2(const Tensor& x, Tensor& y);
 
   // qkv[M, 3*H*D] -> q, k, v [M, H, D]; then optional per-head norm and rotary on q and k.
+  // With `into`, K and V go straight into cache storage instead (as store_kv would put the k and
+  // v outputs there, bit for bit); k and v are then scratch whose contents are unspecified.
   void split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
-                 Tensor& v);
+                 Tensor& v, const KVDestination* into = nullptr);
   // out[Nq, H, D] = softmax(q . K^T * scale) . V over all segments' tokens, no mask.
   void attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale, Tensor& out);
   // Key lists fixed for a whole step (each global layer's pages and stream rows, each frame's
@@ -197,6 +213,9 @@ class Backend {
   virtual void do_transpose_last2(const Tensor& x, Tensor& y) = 0;
   virtual void do_split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
                             Tensor& k, Tensor& v) = 0;
+  // The default splits into k and v and stores them frame by frame.
+  virtual void do_split_qkv_into(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
+                                 Tensor& k, Tensor& v, const KVDestination& into);
   virtual void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,
                             Tensor& out) = 0;
   // The default keeps the lists and runs the planned one through do_attention.

@@ -108,6 +108,17 @@ void PagedKVCache::store(int64_t layer, int64_t index, const Tensor& k, const Te
                     cfg_.dtype, scales);
 }
 
+bool PagedKVCache::destination(int64_t layer, int64_t index, KVDestination::Frame& out) const {
+  LINGBOT_CHECK(layer >= 0 && layer < cfg_.layers && index >= 0 && index < pending_frames(),
+                "KV cache: store outside the current step");
+  if (!scales_.empty() && !calibrated_[layer]) return false;
+  const int32_t page = pending_[index].page;
+  out.k = page_ptr(k_pool_[layer], page);
+  out.v = page_ptr(v_pool_[layer], page);
+  out.scales = scales_.empty() ? nullptr : &scales_[layer];
+  return true;
+}
+
 void PagedKVCache::commit() {
   LINGBOT_CHECK(!pending_.empty(), "KV cache: commit without a pending step");
   stored_frames_ += pending_frames();

@@ -68,6 +68,10 @@ class PagedKVCache {
   void append(int64_t frames, bool defer_eviction);
   // k, v: [tokens_per_frame, heads, head_dim] of new frame `index` (0-based within the step).
   void store(int64_t layer, int64_t index, const Tensor& k, const Tensor& v);
+  // Where store would put frame `index`'s K/V in `layer`, for an op that writes them there
+  // itself (Backend::split_qkv's `into`); false while the layer's e4m3 scales are still to be
+  // set from its first rows, which only store does.
+  bool destination(int64_t layer, int64_t index, KVDestination::Frame& out) const;
   void commit();
   void rollback_last_frame();
   void reset();

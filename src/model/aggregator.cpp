@@ -150,6 +150,21 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
     }
   };
   int64_t layer = 0;
+  // A global layer's K/V go from the split straight into each frame's page once every cache
+  // can take them (an e4m3 cache sets its scales from the first rows it stores, through store).
+  KVDestination into;
+  into.rows_per_frame = p;
+  into.dtype = parts[0].cache->config().dtype;
+  auto direct = [&]() {
+    into.frames.clear();
+    for (const AggregatorPart& part : parts) {
+      if (part.cache->config().dtype != into.dtype) return false;
+      for (int64_t f = 0; f < part.frames; ++f)
+        if (!part.cache->destination(layer, f, into.frames.emplace_back())) return false;
+    }
+    return true;
+  };
+  bool kv_stored = false;  // this layer's K/V went into the pages with the split
   // Each sequence's queries attend over its own keys: one planned call per sequence.
   AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
     Tensor k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d});
@@ -157,7 +172,8 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
     int64_t first = 0;
     for (int64_t i = 0; i < nparts; ++i) {
       const int64_t n = parts[i].frames;
-      for (int64_t f = 0; f < n; ++f) parts[i].cache->store(layer, f, k4[first + f], v4[first + f]);
+      for (int64_t f = 0; !kv_stored && f < n; ++f)
+        parts[i].cache->store(layer, f, k4[first + f], v4[first + f]);
       Tensor oi = out.slice(first * p, (first + n) * p);
       b.attention_planned(q.slice(first * p, (first + n) * p), static_cast<int>(i * depth + layer),
                           scale, oi);
@@ -176,7 +192,9 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
     if (emit) b.copy(x, wk.frame_out);
     {
       ProfileScope ps(b, "global blocks (all)");
-      enqueue_block(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache);
+      kv_stored = direct();
+      enqueue_block(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache,
+                    kv_stored ? &into : nullptr);
     }
     if (emit) {
       Tensor out = wk.emitted[next_emit].reshape({m, 2 * c});

@@ -48,7 +48,10 @@ struct BlockBuffers {
 using AttendFn =
     std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out)>;
 
+// With `kv_into`, the block's K/V go straight into that cache storage (see Backend::split_qkv)
+// and `attend` must not store them again.
 void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
-                   const Rope* rope, const AttendFn& attend);
+                   const Rope* rope, const AttendFn& attend,
+                   const KVDestination* kv_into = nullptr);
 
 }  // namespace lingbot

@@ -518,6 +518,126 @@ TEST(GpuOps, SplitQkvMatchesCpu) {
   }
 }
 
+// split_qkv straight into cache pages (the global blocks' path): the stored bytes are those of
+// the split followed by store_kv, bit for bit, for e4m3 storage (each frame with its own scales,
+// as frames of different sequences have) and for storage in the compute dtype; the pages around
+// the frames' rows stay poisoned; q is the split's; and the values match the CPU's. Frames go
+// to pages in scrambled order.
+TEST(GpuOps, SplitQkvIntoCacheMatchesSplitThenStore) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    int64_t frames, rows;
+    int h, d;
+  };
+  for (Case c : {Case{3, 37, 16, 64}, Case{1, 978, 16, 64}, Case{5, 9, 2, 128}, Case{2, 7, 4, 32},
+                 Case{17, 3, 2, 64}}) {  // 17 frames: more than the fused kernel takes
+    for (DType store : {DType::F8E4M3, DType::BF16}) {
+      for (bool rope : {false, true}) {
+        SCOPED_TRACE("frames=" + std::to_string(c.frames) + " rows=" + std::to_string(c.rows) +
+                     " h=" + std::to_string(c.h) + " d=" + std::to_string(c.d) + " into " +
+                     dtype_name(store) + (rope ? " with norm and rope" : ""));
+        const int64_t m = c.frames * c.rows, row = c.h * c.d;
+        const Shape qs{m, c.h, c.d};
+        Tensor qkv = round_bf16(rng.tensor({m, 3 * row}, -2.f, 3.f));
+        Tensor qw = rng.tensor({c.d}, .5f, 1.5f), qb = rng.tensor({c.d});
+        Tensor kw = rng.tensor({c.d}, .5f, 1.5f), kb = rng.tensor({c.d});
+        Tensor ang = rng.tensor({m, c.d / 2}, -3.f, 3.f);
+        Tensor cs = Tensor::zeros(ang.shape()), sn = Tensor::zeros(ang.shape());
+        for (int64_t i = 0; i < ang.numel(); ++i) {
+          cs.f32()[i] = std::cos(ang.f32()[i]);
+          sn.f32()[i] = std::sin(ang.f32()[i]);
+        }
+        Tensor gqw = gpu().upload(qw, DType::F32), gqb = gpu().upload(qb, DType::F32);
+        Tensor gkw = gpu().upload(kw, DType::F32), gkb = gpu().upload(kb, DType::F32);
+        QKNorm gn{&gqw, &gqb, &gkw, &gkb, 1e-5f};
+        Rope gr{gpu().upload(cs, DType::F32), gpu().upload(sn, DType::F32), RopePairs::Interleaved};
+        const QKNorm* norm = rope ? &gn : nullptr;
+        const Rope* rp = rope ? &gr : nullptr;
+        const Tensor gqkv = gpu().upload(qkv, DType::BF16);
+
+        // The reference: split, then a store per frame, each frame with scales of its own.
+        Tensor q0 = poisoned(qs, DType::BF16), k0 = poisoned(qs, DType::BF16);
+        Tensor v0 = poisoned(qs, DType::BF16);
+        gpu().split_qkv(gqkv, norm, rp, q0, k0, v0);
+        const bool f8 = store == DType::F8E4M3;
+        std::vector<Tensor> scales;
+        for (int64_t f = 0; f < c.frames; ++f) {
+          scales.push_back(poisoned({2, c.h}, DType::F32));
+          // Scales from a neighbouring frame's rows, so some values saturate.
+          const int64_t g = (f + 1) % c.frames;
+          gpu().fp8_kv_scales(k0.slice(g * c.rows, (g + 1) * c.rows),
+                              v0.slice(g * c.rows, (g + 1) * c.rows), scales.back());
+        }
+        // Pages: frame f at page (frames - 1 - f) of a pool with one spare page on each side.
+        const int64_t page = c.rows * row * dtype_size(store);
+        const int64_t words = (c.frames + 2) * page / 4;
+        auto pool = [&] { return poisoned({words}, DType::F32); };
+        Tensor want_k = pool(), want_v = pool(), got_k = pool(), got_v = pool();
+        auto at = [&](Tensor& t, int64_t f) {
+          return static_cast<char*>(t.raw()) + (c.frames - f) * page;
+        };
+        KVDestination into;
+        into.rows_per_frame = c.rows;
+        into.dtype = store;
+        for (int64_t f = 0; f < c.frames; ++f) {
+          gpu().store_kv(k0.slice(f * c.rows, (f + 1) * c.rows),
+                         v0.slice(f * c.rows, (f + 1) * c.rows), at(want_k, f), at(want_v, f),
+                         store, f8 ? &scales[f] : nullptr);
+          into.frames.push_back({at(got_k, f), at(got_v, f), f8 ? &scales[f] : nullptr});
+        }
+        Tensor q1 = poisoned(qs, DType::BF16), k1 = poisoned(qs, DType::BF16);
+        Tensor v1 = poisoned(qs, DType::BF16);
+        gpu().split_qkv(gqkv, norm, rp, q1, k1, v1, &into);
+
+        const Tensor hq0 = gpu().download(q0), hq1 = gpu().download(q1);
+        EXPECT_EQ(std::memcmp(hq0.raw(), hq1.raw(), hq0.nbytes()), 0) << "q differs";
+        for (const auto& [want, got] : {std::pair{&want_k, &got_k}, std::pair{&want_v, &got_v}}) {
+          const Tensor w = gpu().download(*want), g = gpu().download(*got);
+          EXPECT_EQ(std::memcmp(w.raw(), g.raw(), w.nbytes()), 0)
+              << (want == &want_k ? "K" : "V") << " bytes differ from split + store";
+          EXPECT_TRUE(std::isnan(g.f32()[page / 4 - 1]) &&
+                      std::isnan(g.f32()[(c.frames + 1) * page / 4]))
+              << "split_qkv wrote outside the frames' rows";
+        }
+
+        // Against the CPU: its split in F32 with the same rounding to bf16 the GPU does, then
+        // (e4m3) the stored values times their scale; the e4m3 rounding is up to 2^-4 of a value.
+        Tensor q = Tensor::zeros(qs), k = Tensor::zeros(qs), v = Tensor::zeros(qs);
+        QKNorm hn{&qw, &qb, &kw, &kb, 1e-5f};
+        Rope hr{cs, sn, RopePairs::Interleaved};
+        cpu().split_qkv(qkv, rope ? &hn : nullptr, rope ? &hr : nullptr, q, k, v);
+        const Tensor hk = gpu().download(got_k);
+        Tensor stored_k = Tensor::zeros(qs);
+        for (int64_t f = 0; f < c.frames; ++f) {
+          const Tensor sc = gpu().download(scales[f]);
+          const char* src = static_cast<const char*>(hk.raw()) + (c.frames - f) * page;
+          for (int64_t i = 0; i < c.rows * row; ++i) {
+            const int64_t e = f * c.rows * row + i;
+            stored_k.f32()[e] =
+                f8 ? f8e4m3_to_f32(static_cast<const uint8_t*>(static_cast<const void*>(src))[i]) *
+                         sc.f32()[(i / c.d) % c.h]
+                   : bf16_to_f32(reinterpret_cast<const uint16_t*>(src)[i]);
+          }
+        }
+        if (f8) {
+          // Saturated values (beyond 448 times the scale) are left out of the comparison.
+          for (int64_t f = 0; f < c.frames; ++f) {
+            const Tensor sc = gpu().download(scales[f]);
+            for (int64_t i = 0; i < c.rows * row; ++i) {
+              const int64_t e = f * c.rows * row + i;
+              if (std::fabs(k.f32()[e]) > 448.f * sc.f32()[(i / c.d) % c.h])
+                k.f32()[e] = stored_k.f32()[e];
+            }
+          }
+        }
+        EXPECT_LT(test::compare(stored_k, k).relative(), f8 ? 6.5e-2 : kTolBF16);
+      }
+    }
+  }
+}
+
 TEST(GpuOps, StoreKvConvertsIntoCacheStorage) {
   REQUIRE_GPU();
   Rng rng;

@@ -223,7 +223,19 @@ struct SplitQkvArgs {
   float eps = 1e-5f;
   const float *cos = nullptr, *sin = nullptr;  // null: no rotary
   bool interleaved = true;
+  // K and V straight into cache storage (Backend::split_qkv's `into`): frame f's rows at
+  // kd[f] / vd[f], in the output dtype or, with `direct_f8`, as e4m3 over the frame's scales
+  // ds[f] (K's heads, then V's). Frames beyond kMaxDirectFrames take the unfused path.
+  static constexpr int kMaxDirectFrames = 16;
+  int direct_frames = 0;  // 0: K and V into k and v
+  int64_t rows_per_frame = 0;
+  bool direct_f8 = false;
+  void* kd[kMaxDirectFrames] = {};
+  void* vd[kMaxDirectFrames] = {};
+  const float* ds[kMaxDirectFrames] = {};
 };
+// Whether the direct form of split_qkv applies (otherwise split, then store).
+bool split_qkv_direct_ok(const SplitQkvArgs& a);
 void split_qkv(const SplitQkvArgs& a, cudaStream_t s);
 
 // ---- attention.cu ----------------------------------------------------------------------------

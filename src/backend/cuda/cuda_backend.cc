@@ -354,6 +354,35 @@ class CudaBackend final : public Backend {
 
   void do_split_qkv(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q, Tensor& k,
                     Tensor& v) override {
+    cuda::split_qkv(split_args(qkv, norm, rope, q, k, v), s());
+  }
+
+  // One pass instead of the split and a store per frame: K and V are written once, in the
+  // cache's dtype, and never read back.
+  void do_split_qkv_into(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
+                         Tensor& k, Tensor& v, const KVDestination& into) override {
+    SplitQkvArgs a = split_args(qkv, norm, rope, q, k, v);
+    const bool f8 = into.dtype == DType::F8E4M3;
+    if ((f8 || into.dtype == q.dtype()) &&
+        into.frames.size() <= static_cast<size_t>(SplitQkvArgs::kMaxDirectFrames)) {
+      a.direct_frames = static_cast<int>(into.frames.size());
+      a.rows_per_frame = into.rows_per_frame;
+      a.direct_f8 = f8;
+      for (int f = 0; f < a.direct_frames; ++f) {
+        a.kd[f] = into.frames[f].k;
+        a.vd[f] = into.frames[f].v;
+        a.ds[f] = f8 ? into.frames[f].scales->f32() : nullptr;
+      }
+      if (cuda::split_qkv_direct_ok(a)) {
+        cuda::split_qkv(a, s());
+        return;
+      }
+    }
+    Backend::do_split_qkv_into(qkv, norm, rope, q, k, v, into);
+  }
+
+  SplitQkvArgs split_args(const Tensor& qkv, const QKNorm* norm, const Rope* rope, Tensor& q,
+                          Tensor& k, Tensor& v) {
     SplitQkvArgs a;
     a.qkv_t = elt_of(qkv.dtype(), "split_qkv qkv");
     a.out_t = elt_of(q.dtype(), "split_qkv q");
@@ -382,7 +411,7 @@ class CudaBackend final : public Backend {
       a.sin = rope->sin.f32();
       a.interleaved = rope->pairs == RopePairs::Interleaved;
     }
-    cuda::split_qkv(a, s());
+    return a;
   }
 
   void do_attention(const Tensor& q, const std::vector<KVSegment>& kv, float scale,

@@ -8,6 +8,8 @@
 // (interleaved) or a quarter head apart, D / 32 lanes (half split). The first version, one warp
 // per (row, q|k|v, head) with 2-byte accesses, took 25 us per call at 978 x 3072 and stays as
 // the fallback for head sizes the fast kernel does not cover.
+#include <cuda_fp8.h>
+
 #include "backend/cuda/device_utils.cuh"
 
 namespace lingbot::cuda {
@@ -92,7 +94,29 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
       }
     }
-    if (active) store_vec<8>(dst + (c0 + lane) * 8, x);
+    if (!active) continue;
+    if (which == 0 || a.direct_frames == 0) {
+      store_vec<8>(dst + (c0 + lane) * 8, x);
+      continue;
+    }
+    // Into the cache: the value rounded to the output dtype first, as k/v would hold it, then
+    // (e4m3) divided by its head's scale and rounded again, exactly as the store would.
+    const int64_t f = row / a.rows_per_frame, r = row % a.rows_per_frame;
+    char* base = static_cast<char*>(which == 1 ? a.kd[f] : a.vd[f]);
+    if (!a.direct_f8) {
+      store_vec<8>(reinterpret_cast<Out*>(base) + r * width + (c0 + lane) * 8, x);
+      continue;
+    }
+    const float s = a.ds[f][(which == 1 ? 0 : a.heads) + (c0 + lane) / kLanes];
+    uint32_t packed[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float e = __fdiv_rn(to_f32(from_f32<Out>(x[i])), s);
+      packed[i / 4] |= uint32_t(__nv_cvt_float_to_fp8(e, __NV_SATFINITE, __NV_E4M3))
+                       << (8 * (i % 4));
+    }
+    *reinterpret_cast<uint2*>(base + r * width + (c0 + lane) * 8) =
+        make_uint2(packed[0], packed[1]);
   }
 }
 
@@ -188,6 +212,22 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
+// The fast kernel's conditions (see below), and destinations aligned for its 16-byte (8-byte
+// for e4m3) stores.
+bool split_qkv_direct_ok(const SplitQkvArgs& a) {
+  const bool fast = (a.dim == 32 || a.dim == 64 || a.dim == 128) && aligned_to(a.qkv, 16) &&
+                    aligned_to(a.q, 16) &&
+                    (!a.cos || (aligned_to(a.cos, 16) && aligned_to(a.sin, 16)));
+  if (!fast || a.direct_frames <= 0 || a.direct_frames > SplitQkvArgs::kMaxDirectFrames ||
+      a.rows_per_frame <= 0 || int64_t(a.direct_frames) * a.rows_per_frame != a.rows)
+    return false;
+  const int align = a.direct_f8 ? 8 : 16;
+  for (int f = 0; f < a.direct_frames; ++f)
+    if (!aligned_to(a.kd[f], align) || !aligned_to(a.vd[f], align) || (a.direct_f8 && !a.ds[f]))
+      return false;
+  return true;
+}
+
 void split_qkv(const SplitQkvArgs& a, cudaStream_t s) {
   LINGBOT_CHECK(a.dim > 0 && a.dim <= kMaxPerLane * 32,
                 "split_qkv: head_dim " + std::to_string(a.dim) + " is above the CUDA limit 256");
@@ -199,9 +239,12 @@ void split_qkv(const SplitQkvArgs& a, cudaStream_t s) {
   LINGBOT_CHECK(blocks <= 0x7fffffff, "split_qkv: too many rows for one launch");
   // The fast kernel: 32, 64 or 128 values per head (a head is a power-of-two group of lanes),
   // 16-byte aligned rows, and a half split whose quarters are whole 8-value chunks.
-  const bool fast = (a.dim == 32 || a.dim == 64 || a.dim == 128) && aligned_to(a.qkv, 16) &&
-                    aligned_to(a.q, 16) && aligned_to(a.k, 16) && aligned_to(a.v, 16) &&
-                    (!a.cos || (aligned_to(a.cos, 16) && aligned_to(a.sin, 16)));
+  const bool direct = a.direct_frames > 0;
+  LINGBOT_CHECK(!direct || split_qkv_direct_ok(a), "split_qkv: direct form out of its conditions");
+  const bool fast =
+      direct || ((a.dim == 32 || a.dim == 64 || a.dim == 128) && aligned_to(a.qkv, 16) &&
+                 aligned_to(a.q, 16) && aligned_to(a.k, 16) && aligned_to(a.v, 16) &&
+                 (!a.cos || (aligned_to(a.cos, 16) && aligned_to(a.sin, 16))));
   const int64_t fast_items = a.rows * 3;
   dispatch_elt(a.qkv_t, [&](auto iv) {
     using In = decltype(iv);
