@@ -210,16 +210,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The fast kernel: 32, 64 or 128 values per head (a head is a power-of-two group of lanes),
+// 16-byte aligned input, q and rotary rows, and a half split whose quarters are whole 8-value
+// chunks. Where K and V go is checked by the caller.
+bool fast_kernel_fits(const SplitQkvArgs& a) {
+  return (a.dim == 32 || a.dim == 64 || a.dim == 128) && aligned_to(a.qkv, 16) &&
+         aligned_to(a.q, 16) && (!a.cos || (aligned_to(a.cos, 16) && aligned_to(a.sin, 16)));
+}
+
 }  // namespace
 
-// The fast kernel's conditions (see below), and destinations aligned for its 16-byte (8-byte
-// for e4m3) stores.
+// The fast kernel's conditions, and destinations aligned for its 16-byte (8-byte for e4m3)
+// stores.
 bool split_qkv_direct_ok(const SplitQkvArgs& a) {
-  const bool fast = (a.dim == 32 || a.dim == 64 || a.dim == 128) && aligned_to(a.qkv, 16) &&
-                    aligned_to(a.q, 16) &&
-                    (!a.cos || (aligned_to(a.cos, 16) && aligned_to(a.sin, 16)));
-  if (!fast || a.direct_frames <= 0 || a.direct_frames > SplitQkvArgs::kMaxDirectFrames ||
-      a.rows_per_frame <= 0 || int64_t(a.direct_frames) * a.rows_per_frame != a.rows)
+  if (!fast_kernel_fits(a) || a.direct_frames <= 0 ||
+      a.direct_frames > SplitQkvArgs::kMaxDirectFrames || a.rows_per_frame <= 0 ||
+      int64_t(a.direct_frames) * a.rows_per_frame != a.rows)
     return false;
   const int align = a.direct_f8 ? 8 : 16;
   for (int f = 0; f < a.direct_frames; ++f)
@@ -237,14 +243,9 @@ void split_qkv(const SplitQkvArgs& a, cudaStream_t s) {
   if (items <= 0) return;
   const int64_t blocks = (items + kWarps - 1) / kWarps;
   LINGBOT_CHECK(blocks <= 0x7fffffff, "split_qkv: too many rows for one launch");
-  // The fast kernel: 32, 64 or 128 values per head (a head is a power-of-two group of lanes),
-  // 16-byte aligned rows, and a half split whose quarters are whole 8-value chunks.
   const bool direct = a.direct_frames > 0;
   LINGBOT_CHECK(!direct || split_qkv_direct_ok(a), "split_qkv: direct form out of its conditions");
-  const bool fast =
-      direct || ((a.dim == 32 || a.dim == 64 || a.dim == 128) && aligned_to(a.qkv, 16) &&
-                 aligned_to(a.q, 16) && aligned_to(a.k, 16) && aligned_to(a.v, 16) &&
-                 (!a.cos || (aligned_to(a.cos, 16) && aligned_to(a.sin, 16))));
+  const bool fast = direct || (fast_kernel_fits(a) && aligned_to(a.k, 16) && aligned_to(a.v, 16));
   const int64_t fast_items = a.rows * 3;
   dispatch_elt(a.qkv_t, [&](auto iv) {
     using In = decltype(iv);
