@@ -87,25 +87,19 @@ void PagedKVCache::evict_oldest() {
 }
 
 void PagedKVCache::store(int64_t layer, int64_t index, const Tensor& k, const Tensor& v) {
-  LINGBOT_CHECK(layer >= 0 && layer < cfg_.layers && index >= 0 && index < pending_frames(),
-                "KV cache: store outside the current step");
   const int64_t rows = cfg_.tokens_per_frame * cfg_.heads * cfg_.head_dim;
   LINGBOT_CHECK(k.numel() == rows && v.numel() == rows,
                 "KV cache: a frame's K/V must be [tokens_per_frame, heads, head_dim], got " +
                     shape_str(k.shape()));
-  const int32_t page = pending_[index].page;
-  const Tensor* scales = nullptr;
-  if (!scales_.empty()) {
-    if (!calibrated_[layer]) {
-      backend_.fp8_kv_scales(k.reshape({cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}),
-                             v.reshape({cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}),
-                             scales_[layer]);
-      calibrated_[layer] = true;
-    }
-    scales = &scales_[layer];
+  KVDestination::Frame to;
+  if (!destination(layer, index, to)) {  // the layer's first frame sets its e4m3 scales
+    backend_.fp8_kv_scales(k.reshape({cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}),
+                           v.reshape({cfg_.tokens_per_frame, cfg_.heads, cfg_.head_dim}),
+                           scales_[layer]);
+    calibrated_[layer] = true;
+    destination(layer, index, to);
   }
-  backend_.store_kv(k, v, page_ptr(k_pool_[layer], page), page_ptr(v_pool_[layer], page),
-                    cfg_.dtype, scales);
+  backend_.store_kv(k, v, to.k, to.v, cfg_.dtype, to.scales);
 }
 
 bool PagedKVCache::destination(int64_t layer, int64_t index, KVDestination::Frame& out) const {
