@@ -1018,6 +1018,16 @@ TEST(GpuOps, AttentionFp8MatchesTheCpuOnTheSameBytes) {
   late.back().kmul = 8.f;
   check_attention(rng, make_kv(rng, 16, 64, f8, late, 1.f), 978, DType::BF16, kTolAttnBF16,
                   spread_rows(978, 16, 16), 3.f);
+  // Peaky scores, a jump of ~100 log2 units late, the highest scores first: the fp16
+  // probabilities' overflow guard (2^15) and the running maximum's moves.
+  check_attention(rng, full, 978, DType::BF16, kTolAttnBF16, spread_rows(978, 8, 8), 12.f);
+  late.back().kmul = 24.f;
+  check_attention(rng, make_kv(rng, 16, 64, f8, late, 1.f), 978, DType::BF16, kTolAttnBF16,
+                  spread_rows(978, 16, 16), 3.f);
+  std::vector<SegSpec> early = streaming_cache(8, 4, 20);
+  early.front().kmul = 8.f;
+  check_attention(rng, make_kv(rng, 16, 64, f8, early, 1.f), 978, DType::BF16, kTolAttnBF16,
+                  spread_rows(978, 16, 16), 3.f);
   check_attention(rng, make_kv(rng, 3, 64, f8, {{'d', 1}}, 1.f), 1, DType::F32, kTolAttnBF16);
   check_attention(rng, make_kv(rng, 2, 64, f8, {{'d', 26}, {'s', 12, 6}, {'d', 3}}, 1.f), 7,
                   DType::BF16, kTolAttnBF16);

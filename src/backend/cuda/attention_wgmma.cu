@@ -30,7 +30,10 @@
 // queries once to e4m3, every (row, head) scaled by a power of two that brings its largest value
 // near 448 (exact, and folded into that row's score scale). P.V stays on fp16 (P packed as fp16,
 // the overflow guard at 2^15); the head's K scale goes into the score scale and its V scale into
-// the final division.
+// the final division. With S on e4m3 the exponentials outweigh the tensor work (1024 against 768
+// clocks per 64-key tile), yet the kernel is latency-bound before either: about one warp in four
+// is ready to issue. fp16-pair exponentials (the same 16 results a clock), FMA-pipe polynomials
+// and queries in registers were measured and lost (docs/PERFORMANCE.md).
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
