@@ -94,6 +94,70 @@ __global__ void layer_norm_kernel(const X* __restrict__ x, const void* __restric
   }
 }
 
+// Eight consecutive elements of a vector whose dtype is known at run time (16-byte aligned).
+__device__ __forceinline__ void load8(const void* p, Elt t, int64_t i, float (&x)[8]) {
+  switch (t) {
+    case kF32:
+      load_vec<8>(static_cast<const float*>(p) + i, x);
+      break;
+    case kBF16:
+      load_vec<8>(static_cast<const __nv_bfloat16*>(p) + i, x);
+      break;
+    default:
+      load_vec<8>(static_cast<const __half*>(p) + i, x);
+      break;
+  }
+}
+
+// One warp per row of 32 * kPer elements (the transformer's 1024 and the heads' 2048), four rows
+// a block: the row is read once in 16-byte pieces (lane l holds elements 8 (32 c + l) + 0..7 of
+// chunk c), both sums are warp shuffles, and no block barrier stands between the passes.
+// Launch-bound rows of a few KB spend their time in those barriers in the block-per-row form.
+template <class X, class Y, int kPer>
+__global__ void __launch_bounds__(128)
+    layer_norm_warp_kernel(const X* __restrict__ x, const void* __restrict__ w, Elt wt,
+                           const void* __restrict__ b, Elt bt, float eps, Y* __restrict__ y,
+                           int64_t rows) {
+  constexpr int kChunks = kPer / 8, kN = 32 * kPer;
+  const int64_t row = blockIdx.x * 4LL + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const X* in = x + row * kN;
+  Y* out = y + row * kN;
+  float v[kChunks][8];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) load_vec<8>(in + 8 * (32 * c + lane), v[c]);
+  float s = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += v[c][k];
+  const float mean = warp_sum(s) / static_cast<float>(kN);
+  float q = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float d = v[c][k] - mean;
+      q += d * d;
+    }
+  const float r = rsqrtf(warp_sum(q) / static_cast<float>(kN) + eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = 8 * (32 * c + lane);
+    float o[8], g[8], h[8];
+    if (w) load8(w, wt, i, g);
+    if (b) load8(b, bt, i, h);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      o[k] = (v[c][k] - mean) * r;
+      if (w) o[k] *= g[k];
+      if (b) o[k] += h[k];
+    }
+    store_vec<8>(out + i, o);
+  }
+}
+
 template <class X, class Y, class I>
 __global__ void add_kernel(X* __restrict__ x, const Y* __restrict__ y, I n, I ny,
                            const void* __restrict__ g, Elt gt, I c, float alpha) {
@@ -204,7 +268,14 @@ void layer_norm(const void* x, Elt xt, const void* w, Elt wt, const void* b, Elt
       auto* yp = static_cast<Y*>(y);
       const unsigned grid = static_cast<unsigned>(rows);
       const int64_t per = (n + threads - 1) / threads;  // values per thread
-      if (per <= 4)
+      const bool vec = aligned_to(x, 16) && aligned_to(y, 16) && (!w || aligned_to(w, 16)) &&
+                       (!b || aligned_to(b, 16));
+      const unsigned warp_grid = static_cast<unsigned>((rows + 3) / 4);
+      if (vec && n == 1024)
+        layer_norm_warp_kernel<X, Y, 32><<<warp_grid, 128, 0, s>>>(xp, w, wt, b, bt, eps, yp, rows);
+      else if (vec && n == 2048)
+        layer_norm_warp_kernel<X, Y, 64><<<warp_grid, 128, 0, s>>>(xp, w, wt, b, bt, eps, yp, rows);
+      else if (per <= 4)
         layer_norm_kernel<X, Y, 4><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
       else if (per <= 8)
         layer_norm_kernel<X, Y, 8><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
