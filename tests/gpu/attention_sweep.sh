@@ -4,14 +4,18 @@
 # 10k and 72k keys) once per kernel shape and variant, including the diagnostic variants that
 # compute wrong results on purpose to time the kernel with one part removed (enum Mode in
 # src/backend/cuda/attention_wgmma.cu). NCU=1 adds an Nsight Compute profile of the default at
-# 72k keys. Usage, from the repository root: [OUT=...] [NCU=1] tests/gpu/attention_sweep.sh
+# 72k keys. PART=bf16 or PART=fp8 runs only the bf16 K/V variants or only the e4m3 ones (the fp8
+# KV cache: the default and its diagnoses without the producer's copies, without the softmax, and
+# without both). Usage, from the repository root: [OUT=...] [NCU=1] [PART=...]
+# tests/gpu/attention_sweep.sh
 set -u
 OUT=${OUT:-/tmp/lingbot-attention-sweep}
 mkdir -p "$OUT"
 { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=ON >/dev/null &&
   ninja -C build lingbot_bench; } >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -30; exit 1; }
+PART=${PART:-all}
 # shape:mode:what
-for v in 4x64:68:"default: no tile maximum unless a probability could overflow" \
+[ "$PART" = fp8 ] || for v in 4x64:68:"default: no tile maximum unless a probability could overflow" \
          4x64:4:"the tile maximum every tile, the running one moved lazily" \
          4x64:0:"running maximum updated every tile" 4x64:5:"quarter of the exponentials as a polynomial" \
          4x64:16:"diagnosis: producer copies nothing" 4x64:32:"diagnosis: no softmax" \
@@ -23,6 +27,15 @@ for v in 4x64:68:"default: no tile maximum unless a probability could overflow" 
   echo "$shape mode $mode ($what):"
   LINGBOT_ATTN_MODE=$mode timeout 60 build/bench/lingbot_bench \
     --benchmark_filter="BM_PagedAttentionBF16/keys:(10000|72000)/kernel:$kernel/splits:0" 2>/dev/null |
+    awk '/BM_Paged/ { split($1, f, "/"); printf "  %s", f[2]; for (i = 2; i <= NF; i++) if ($i ~ /^(us_per_call|TFLOPs)=/) printf " %s", $i; print "" }'
+done
+# e4m3 K/V: LINGBOT_ATTN_MODE as for bf16, the fp8 bit added by the dispatch.
+[ "$PART" = bf16 ] || for v in 68:"default (e4m3 S, fp16 P.V)" 84:"diagnosis: producer copies nothing" \
+         100:"diagnosis: no softmax" 116:"diagnosis: neither"; do
+  mode=${v%%:*}; what=${v#*:}
+  echo "e4m3 mode $mode ($what):"
+  LINGBOT_ATTN_MODE=$mode timeout 60 build/bench/lingbot_bench \
+    --benchmark_filter="BM_PagedAttentionFP8/keys:(10000|72000)" 2>/dev/null |
     awk '/BM_Paged/ { split($1, f, "/"); printf "  %s", f[2]; for (i = 2; i <= NF; i++) if ($i ~ /^(us_per_call|TFLOPs)=/) printf " %s", $i; print "" }'
 done
 if [ "${NCU:-0}" = 1 ]; then
