@@ -33,7 +33,9 @@
 // the final division. With S on e4m3 the exponentials outweigh the tensor work (1024 against 768
 // clocks per 64-key tile), yet the kernel is latency-bound before either: about one warp in four
 // is ready to issue. fp16-pair exponentials (the same 16 results a clock), FMA-pipe polynomials
-// and queries in registers were measured and lost (docs/PERFORMANCE.md).
+// and queries in registers were measured and lost, and so did S of tile t + 1 in flight during
+// the softmax of tile t: the second score tile fits only three consumers (or 32-key tiles), and
+// fewer queries per K/V tile cost more than the overlap won (docs/PERFORMANCE.md).
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
@@ -946,8 +948,9 @@ void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
     found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6, 68>(mode, l)
                  : pick<Cfg4x64, kDefault, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
   }
-  LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " +
-                           (k.kv_scales ? "e4m3" : wide ? "2x128" : "4x64") + " attention kernel");
+  const std::string kind = k.kv_scales ? "e4m3" : (wide ? "2x128" : "4x64");
+  LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " + kind +
+                           " attention kernel");
   {
     static std::mutex mutex;  // engines on several threads may make their first call together
     static std::set<Kernel> configured;
