@@ -9,14 +9,14 @@ set -eu
 out=${1:-boost-headers.tar.xz}
 case "$out" in /*) ;; *) out=$PWD/$out ;; esac
 root=$(dirname "$(echo '#include <boost/version.hpp>' | ${CXX:-g++} -x c++ -M - 2>/dev/null |
-  tr ' \\' '\n\n' | grep -m1 '/boost/version.hpp$')")
+  awk '{ for (i = 1; i <= NF; i++) print $i }' | grep -m1 '/boost/version.hpp$')")
 [ -d "$root" ] || { echo "boost_headers: no Boost headers found (apt-get install libboost-dev)" >&2; exit 1; }
 include=$(dirname "$root")
 list=$(mktemp)
 trap 'rm -f "$list" "$list.files"' EXIT
 for f in src/net/*.cpp src/serve/*.cpp src/viewer/*.cpp; do
   ${CXX:-g++} -std=c++20 -M -MG -Isrc -Iinclude -DLINGBOT_HAVE_SERVER=1 -DLINGBOT_HAVE_VIEWER=1 "$f"
-done | tr ' \\' '\n\n' | grep "^$root/" | sort -u >"$list.files"
+done | awk '{ for (i = 1; i <= NF; i++) print $i }' | grep "^$root/" | sort -u >"$list.files"
 [ -s "$list.files" ] || { echo "boost_headers: the sources include no Boost header" >&2; exit 1; }
 {
   sed "s#^$include/##" "$list.files"

@@ -25,12 +25,13 @@ fi
   ninja -C build lingbot-map; } >"$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" -A3 "$OUT/build.log" | head -30; exit 1; }
 rc=0
-for run in "1,2,4 64" "8 16"; do
-  set -- $run
+load() {  # clients, window
   echo "--- clients $1, window $2"
   timeout 900 python3 tests/serve/load_test.py --server build/lingbot-map \
     --server-args="$SERVER_ARGS" --clients "$1" --frames "$FRAMES" --width "$WIDTH" \
     --height "$HEIGHT" --preprocess none --stream window="$2" --rounds 2 \
     --json "$OUT/load_$1_window_$2.json" || rc=1
-done
+}
+load 1,2,4 64
+load 8 16
 exit $rc
