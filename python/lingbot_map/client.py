@@ -161,6 +161,7 @@ class Stream:
         self._received = 0
         self._pending: Optional[Result] = None  # a result whose maps are still to come
         self._end = None  # None while open; then the frame count of "finished" or an exception
+        self._violation = False  # the end is a message the server should not have sent
         self._reader = threading.Thread(target=self._read_loop, daemon=True,
                                         name=f"lingbot-stream-{self.session}")
         self._reader.start()
@@ -184,6 +185,7 @@ class Stream:
             end = e
         except (ClientError, ValueError) as e:  # ValueError: not JSON
             end = e if isinstance(e, ClientError) else ClientError(f"malformed message: {e}")
+            self._violation = True
             self._ws.close(POLICY, str(end)[:100], wait=False)
         except OSError as e:
             end = ClientError(f"stream connection failed: {e}")
@@ -270,13 +272,15 @@ class Stream:
 
     def _broken(self, error: Exception, doing: str):
         """Raises for a failed send: the server's own reason when it sent one (it may have
-        closed for a bad frame), else the send's error. The stream is unusable either way."""
+        closed for a bad frame), or what was wrong with a message of the server's when the
+        reader closed the stream for it (a send racing that close fails as a consequence), else
+        the send's error. The stream is unusable either way."""
         self._reader.join(1.0)
         if self._reader.is_alive():  # e.g. a timeout with half a frame sent: end it here
             self._ws.abort()
             self._reader.join(self.timeout)
         with self._cond:
-            if isinstance(self._end, ServerError):
+            if isinstance(self._end, ServerError) or self._violation:
                 raise self._end
         raise ClientError(f"{doing} failed: {error}") from error
 
