@@ -14,6 +14,10 @@ mkdir -p "$OUT"
 { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=ON >/dev/null &&
   ninja -C build lingbot_bench; } >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -30; exit 1; }
 PART=${PART:-all}
+alone() {  # mode, benchmark filter: one line per key count with µs per call and TFLOP/s
+  LINGBOT_ATTN_MODE=$1 timeout 60 build/bench/lingbot_bench --benchmark_filter="$2" 2>/dev/null |
+    awk '/BM_Paged/ { split($1, f, "/"); printf "  %s", f[2]; for (i = 2; i <= NF; i++) if ($i ~ /^(us_per_call|TFLOPs)=/) printf " %s", $i; print "" }'
+}
 # shape:mode:what
 [ "$PART" = fp8 ] || for v in 4x64:68:"default: no tile maximum unless a probability could overflow" \
          4x64:4:"the tile maximum every tile, the running one moved lazily" \
@@ -25,18 +29,14 @@ PART=${PART:-all}
   kernel=2  # the benchmark's kernel argument sets the shape: 2 is 4x64, 4 is 2x128
   [ "$shape" = 2x128 ] && kernel=4
   echo "$shape mode $mode ($what):"
-  LINGBOT_ATTN_MODE=$mode timeout 60 build/bench/lingbot_bench \
-    --benchmark_filter="BM_PagedAttentionBF16/keys:(10000|72000)/kernel:$kernel/splits:0" 2>/dev/null |
-    awk '/BM_Paged/ { split($1, f, "/"); printf "  %s", f[2]; for (i = 2; i <= NF; i++) if ($i ~ /^(us_per_call|TFLOPs)=/) printf " %s", $i; print "" }'
+  alone "$mode" "BM_PagedAttentionBF16/keys:(10000|72000)/kernel:$kernel/splits:0"
 done
 # e4m3 K/V: LINGBOT_ATTN_MODE as for bf16, the fp8 bit added by the dispatch.
 [ "$PART" = bf16 ] || for v in 68:"default (e4m3 S, fp16 P.V)" 84:"diagnosis: producer copies nothing" \
          100:"diagnosis: no softmax" 116:"diagnosis: neither"; do
   mode=${v%%:*}; what=${v#*:}
   echo "e4m3 mode $mode ($what):"
-  LINGBOT_ATTN_MODE=$mode timeout 60 build/bench/lingbot_bench \
-    --benchmark_filter="BM_PagedAttentionFP8/keys:(10000|72000)" 2>/dev/null |
-    awk '/BM_Paged/ { split($1, f, "/"); printf "  %s", f[2]; for (i = 2; i <= NF; i++) if ($i ~ /^(us_per_call|TFLOPs)=/) printf " %s", $i; print "" }'
+  alone "$mode" "BM_PagedAttentionFP8/keys:(10000|72000)"
 done
 if [ "${NCU:-0}" = 1 ]; then
   timeout 120 ncu --kernel-name regex:attention_wgmma --launch-skip 5 --launch-count 1 \
