@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#include <unistd.h>
+#endif
 
 namespace lingbot::serve {
 namespace {
@@ -22,6 +28,29 @@ const char* name(Outcome o) {
       return "disconnected";
   }
   return "?";
+}
+
+// Resident memory of this process (Linux), or -1.
+long long resident_bytes() {
+#if defined(__GLIBC__)
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0, resident = 0;
+  if (statm >> pages >> resident) return resident * sysconf(_SC_PAGESIZE);
+#endif
+  return -1;
+}
+
+// Bytes malloc has handed out and not had back (heap and mmapped blocks), or -1. Unlike the
+// resident size, it does not count pages the allocator keeps after a free: a leak shows here
+// as growth from one idle moment to the next, where the resident size moves with how the
+// sessions' buffers happened to fall into the heap.
+long long heap_in_use_bytes() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<long long>(m.uordblks + m.hblkhd);
+#else
+  return -1;
+#endif
 }
 
 }  // namespace
@@ -82,6 +111,7 @@ std::vector<SessionInfo> Metrics::sessions() const {
 
 std::string Metrics::prometheus(const std::vector<ServedDeviceStats>& devices) const {
   const Clock::time_point now = Clock::now();
+  const long long rss = resident_bytes(), heap = heap_in_use_bytes();  // outside the lock
   std::lock_guard lock(mu_);
   std::string out;
   char line[512];
@@ -131,6 +161,14 @@ std::string Metrics::prometheus(const std::vector<ServedDeviceStats>& devices) c
   for (const ServedDeviceStats& d : devices)
     add("lingbot_device_memory_reserved_bytes{device=\"%s\"} %zu\n", d.device.c_str(),
         d.reserved_bytes);
+  if (rss >= 0)
+    add("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+        "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %lld\n",
+        rss);
+  if (heap >= 0)
+    add("# HELP lingbot_heap_in_use_bytes Host memory allocated and not yet freed.\n"
+        "# TYPE lingbot_heap_in_use_bytes gauge\nlingbot_heap_in_use_bytes %lld\n",
+        heap);
   return out;
 }
 

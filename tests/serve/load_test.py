@@ -15,11 +15,9 @@ each frame (from its send() returning to its result arriving) at p50/p99, the se
 latency quantiles, and the peaks of the streams' reserved memory (/metrics) and of the GPUs'
 used memory (nvidia-smi, where it is). Checked: every client gets exactly its M results,
 in order (the client raises on a gap or a reorder), and afterwards /metrics shows no session
-left; with --server, the server's resident memory after the last round is within 10 % of the
-most it was after the earlier rounds of the same client count, the very first round excepted
-(the warm-up): no leak as clients come and go. That server runs with MALLOC_ARENA_MAX=1:
-each session has a thread, and glibc's per-thread arenas keep freed memory that would read as
-growth until there are as many arenas as it allows (8 per core). Exit code 0 when all holds,
+left and the heap (lingbot_heap_in_use_bytes) after the last round no larger, give or take
+2 MiB, than after the first round of the same client count, the very first round of all
+excepted (the warm-up): no leak as clients come and go. Exit code 0 when all holds,
 1 when not, 77 when the program has no serve command (CTest: skipped).
 """
 
@@ -38,6 +36,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lingbot_map.client import Client, metrics  # noqa: E402
 from serve_process import ServeProcess, Unavailable  # noqa: E402
+
+
+# Bytes the heap at rest may differ by between rounds without a leak: on the CPU it moves by
+# ~1.1 MiB from one round to the next (now and then something of that size outlives a round)
+# and stays flat over 30 rounds. The CTest's 3 x 4 streams after the warm-up show a leak of
+# 300 KB a stream.
+HEAP_SLACK = 2 << 20
 
 
 def option_value(text):
@@ -151,6 +156,11 @@ def one_round(url, token, a, clients, round_index):
     report["sessions_active_after"] = active
     if active != 0:
         errors.append(f"/metrics: lingbot_sessions_active is {active} after the clients left")
+    # The server at rest: its connections' last buffers go a moment after their sessions.
+    time.sleep(0.5)
+    m = metrics(url, token=token)
+    report["server_heap_bytes"] = m.get("lingbot_heap_in_use_bytes")
+    report["server_rss_bytes"] = m.get("process_resident_memory_bytes")
     return report
 
 
@@ -204,8 +214,7 @@ def main():
     server = None
     if a.server:
         try:
-            server = ServeProcess(a.server, *a.server_args.split(),
-                                  env={"MALLOC_ARENA_MAX": "1"})
+            server = ServeProcess(a.server, *a.server_args.split())
         except Unavailable as e:
             print(f"load test skipped: {e}")
             return 77
@@ -215,19 +224,19 @@ def main():
         for clients in counts:
             for _ in range(a.rounds):
                 report = one_round(url, a.token, a, clients, len(reports))
-                if server:
-                    report["server_rss_bytes"] = server.rss_bytes()
                 reports.append(report)
                 print(json.dumps(report))
                 failed |= bool(report["errors"])
-        # The rounds of the last client count after the first of all, the warm-up. How much
-        # the heap holds at its high-water mark depends on how the sessions happened to
-        # overlap; a leak grows round after round past it.
-        same = [r["server_rss_bytes"] for r in reports[1:] if r["clients"] == counts[-1]]
-        if server and len(same) >= 2:
-            warm, last = max(same[:-1]), same[-1]
-            if last > 1.1 * warm:
-                print(f"server memory grew from {warm} to {last} bytes after the warm-up")
+        # The rounds of the last client count after the first of all, the warm-up: a leak
+        # grows the heap round after round, so the last is compared with the first of them.
+        same = [r["server_heap_bytes"] for r in reports[1:] if r["clients"] == counts[-1]]
+        if None in same:
+            print("the server does not report lingbot_heap_in_use_bytes: no leak check")
+        elif len(same) >= 2:
+            print(f"server heap after each round: {[int(b) for b in same]} bytes")
+            if same[-1] > same[0] + HEAP_SLACK:
+                print(f"server heap grew from {int(same[0])} to {int(same[-1])} bytes "
+                      f"over {len(same) - 1} rounds")
                 failed = True
     finally:
         if server:

@@ -86,17 +86,6 @@ class ServeProcess:
                                    " | ".join(self.output[-10:]))
             time.sleep(0.1)
 
-    def rss_bytes(self):
-        """The server's resident memory now (Linux), or 0 where /proc is missing."""
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
     def stop(self):
         """SIGTERM, then SIGKILL after 15 s; returns the exit code."""
         if self.proc.poll() is None:

@@ -174,6 +174,11 @@ TEST_F(Serve, ConcurrentClientsGetTheResultsOfEachStreamAloneInOrder) {
   EXPECT_GE(m.at("lingbot_frame_latency_seconds{quantile=\"0.99\"}"),
             m.at("lingbot_frame_latency_seconds{quantile=\"0.5\"}"));
   EXPECT_EQ(server->stats().frames, frames_sent);
+#if defined(__GLIBC__)
+  // The process's own memory, for operators and the load test's leak check.
+  EXPECT_GT(m.at("process_resident_memory_bytes"), 1e6);
+  EXPECT_GT(m.at("lingbot_heap_in_use_bytes"), 1e5);
+#endif
 }
 
 TEST_F(Serve, AClientKilledMidStreamFreesItsSession) {
