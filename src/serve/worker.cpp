@@ -2,6 +2,10 @@
 
 #include <cstdio>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "lingbot/error.h"
 #include "lingbot/image.h"
 
@@ -154,6 +158,12 @@ void SessionWorker::run() {
   session_.reset();
   end();
   if (last) emit(std::move(*last));
+#if defined(__GLIBC__)
+  // The allocator keeps the pages the session freed for later allocations in its arenas; hand
+  // them back, so that the server's resident memory falls when its clients leave (0.3-20 ms,
+  // after the client has its last message).
+  malloc_trim(0);
+#endif
   done_ = true;
   s_.wake();
 }

@@ -233,7 +233,9 @@ def main():
         if None in same:
             print("the server does not report lingbot_heap_in_use_bytes: no leak check")
         elif len(same) >= 2:
-            print(f"server heap after each round: {[int(b) for b in same]} bytes")
+            rss = [r["server_rss_bytes"] for r in reports[1:] if r["clients"] == counts[-1]]
+            print(f"server heap after each round: {[int(b) for b in same]} bytes; resident: "
+                  f"{[int(b) if b is not None else None for b in rss]}")
             if same[-1] > same[0] + HEAP_SLACK:
                 print(f"server heap grew from {int(same[0])} to {int(same[-1])} bytes "
                       f"over {len(same) - 1} rounds")
