@@ -38,10 +38,11 @@ from lingbot_map.client import Client, metrics  # noqa: E402
 from serve_process import ServeProcess, Unavailable  # noqa: E402
 
 
-# Bytes the heap at rest may differ by between rounds without a leak: on the CPU it moves by
-# ~1.1 MiB from one round to the next (now and then something of that size outlives a round)
-# and stays flat over 30 rounds. The CTest's 3 x 4 streams after the warm-up show a leak of
-# 300 KB a stream.
+# Bytes the heap at rest may differ by between rounds without a leak: the model keeps the
+# activations of each batch size it ran since the last stream's first step, and which sizes
+# the last steps of a round had depends on timing (on the CPU 1.2 MB more or less from one
+# round to the next, flat over 30 rounds). The CTest's 3 x 4 streams after the warm-up show
+# a leak of 300 KB a stream.
 HEAP_SLACK = 2 << 20
 
 
