@@ -6,7 +6,7 @@
 # from N clients at once: 1, 2 and 4 clients at the reference profiler's settings (378x504 frames,
 # window 64), then 8 clients at window 16. Per round it reports aggregate and per-client frames/s,
 # latency p50/p99 and memory; it fails if a client misses or reorders a result, if a session is
-# left after the clients go, or if the server's memory grows from round to round.
+# left after the clients go, or if the server's heap at rest grows from round to round.
 # Usage, from the repository root: BOOST_HEADERS=<tarball> [OUT=...] [FRAMES=200] \
 #   [SERVER_ARGS="--model synthetic:3 --device cuda"] [WIDTH=504 HEIGHT=378] tests/gpu/serve_check.sh
 set -u
