@@ -157,7 +157,7 @@ def one_round(url, token, a, clients, round_index):
     report["sessions_active_after"] = active
     if active != 0:
         errors.append(f"/metrics: lingbot_sessions_active is {active} after the clients left")
-    # The server at rest: its connections' last buffers go a moment after their sessions.
+    # The server at rest: a stream's worker trims the heap after its session has ended.
     time.sleep(0.5)
     m = metrics(url, token=token)
     report["server_heap_bytes"] = m.get("lingbot_heap_in_use_bytes")
@@ -230,16 +230,17 @@ def main():
                 failed |= bool(report["errors"])
         # The rounds of the last client count after the first of all, the warm-up: a leak
         # grows the heap round after round, so the last is compared with the first of them.
-        same = [r["server_heap_bytes"] for r in reports[1:] if r["clients"] == counts[-1]]
-        if None in same:
+        same = [r for r in reports[1:] if r["clients"] == counts[-1]]
+        heap = [r["server_heap_bytes"] for r in same]
+        if None in heap:
             print("the server does not report lingbot_heap_in_use_bytes: no leak check")
-        elif len(same) >= 2:
-            rss = [r["server_rss_bytes"] for r in reports[1:] if r["clients"] == counts[-1]]
-            print(f"server heap after each round: {[int(b) for b in same]} bytes; resident: "
-                  f"{[int(b) if b is not None else None for b in rss]}")
-            if same[-1] > same[0] + HEAP_SLACK:
-                print(f"server heap grew from {int(same[0])} to {int(same[-1])} bytes "
-                      f"over {len(same) - 1} rounds")
+        elif len(heap) >= 2:
+            rss = [r["server_rss_bytes"] and int(r["server_rss_bytes"]) for r in same]
+            print(f"server heap after each round: {[int(b) for b in heap]} bytes; "
+                  f"resident: {rss}")
+            if heap[-1] > heap[0] + HEAP_SLACK:
+                print(f"server heap grew from {int(heap[0])} to {int(heap[-1])} bytes "
+                      f"over {len(heap) - 1} rounds")
                 failed = True
     finally:
         if server:
