@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -288,6 +289,61 @@ BENCHMARK(BM_CameraHeadLinear)
     ->Args({2048, 2048, 0, 1})  // proj, residual
     ->Args({2048, 8192, 1, 0})  // fc1 + GELU
     ->Args({8192, 2048, 0, 1})  // fc2, residual
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+
+// The camera head's attention: one f32 query per head (16 x 128) against `frames` cached rows in
+// chunks of 64 (its cache's layout) and the current frame's row. Args: frames, kernel (0 the
+// default, the row kernel; 1 the generic kernel). GB/s counts the K/V bytes read.
+void BM_CameraHeadAttention(benchmark::State& state) {
+  std::string why;
+  Backend* be = gpu(&why);
+  if (!be) {
+    state.SkipWithError(("no CUDA backend: " + why).c_str());
+    return;
+  }
+  constexpr int64_t kCamHeads = 16, kCamDim = 128, kChunk = 64;
+  const int64_t frames = state.range(0);
+  if (state.range(1) == 1) setenv("LINGBOT_ATTN_IMPL", "generic", 1);
+  Tensor k = be->upload(random_host({frames + 1, kCamHeads, kCamDim}, 8), DType::F32);
+  Tensor v = be->upload(random_host({frames + 1, kCamHeads, kCamDim}, 9), DType::F32);
+  const size_t row = static_cast<size_t>(kCamHeads) * kCamDim * 4;
+  std::vector<KVSegment> segs;
+  for (int64_t r = 0; r <= frames; r += kChunk) {
+    const int64_t n = std::min(kChunk, frames - r);
+    if (n > 0)
+      segs.push_back({static_cast<char*>(k.raw()) + r * row, static_cast<char*>(v.raw()) + r * row,
+                      static_cast<int32_t>(n)});
+  }
+  segs.push_back(
+      {static_cast<char*>(k.raw()) + frames * row, static_cast<char*>(v.raw()) + frames * row, 1});
+  Tensor q = be->upload(random_host({1, kCamHeads, kCamDim}, 10), DType::F32);
+  Tensor out = be->alloc({1, kCamHeads, kCamDim}, DType::F32);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kCamDim));
+  for (int i = 0; i < 3; ++i) be->attention(q, segs, scale, out);
+  be->synchronize();
+  constexpr int kCalls = 50;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) be->attention(q, segs, scale, out);
+    be->synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+    total += dt.count();
+  }
+  unsetenv("LINGBOT_ATTN_IMPL");
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["us_per_call"] = total / calls * 1e6;
+  state.counters["GBps"] = 2.0 * static_cast<double>(frames + 1) * row * 1e-9 * calls / total;
+}
+BENCHMARK(BM_CameraHeadAttention)
+    ->ArgNames({"frames", "kernel"})
+    ->Args({200, 0})
+    ->Args({200, 1})
+    ->Args({2000, 0})
+    ->Args({2000, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);

@@ -788,7 +788,10 @@ struct AttnVariant {
   const char* shape = nullptr;  // LINGBOT_ATTN_SHAPE, wgmma only
 };
 std::vector<AttnVariant> attention_variants(const KvSet& kv) {
-  if (kv.dt != DType::BF16 || kv.d != 64) return {{"default", nullptr}};
+  // Without tensor cores the default may be the row kernel (few queries); the generic kernel
+  // is then compared too.
+  if (kv.dt == DType::F8E4M3) return {{"default", nullptr}};
+  if (kv.dt != DType::BF16 || kv.d != 64) return {{"default", nullptr}, {"generic", nullptr}};
   std::vector<AttnVariant> v = {{"mma", "8"}, {"mma", "4"}};
   if (gpu().name().find(", sm_90)") != std::string::npos) {
     v.push_back({"wgmma", nullptr});
@@ -1143,6 +1146,40 @@ TEST(GpuOps, AttentionCameraHeadShape) {
                   DType::F32, kTolF32);
   check_attention(rng, make_kv(rng, 3, 18, DType::BF16, {{'d', 90}, {'s', 70, 1}}, 1.f), 3,
                   DType::F32, kTolAttnBF16);
+}
+
+// Up to 8 queries with head_dim 64 (f32), 128 or 256 take the row kernel (whole K/V rows per
+// warp, per-warp softmax states combined per CTA, splits merged): the camera head's calls at
+// 2,000 cached frames, ragged and one-row segments, a single key, fewer keys than a CTA's step,
+// forced split counts, peaky scores whose maximum comes last or first.
+TEST(GpuOps, AttentionFewQueriesRowKernel) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  check_attention(rng, make_kv(rng, 16, 128, DType::F32, {{'s', 1999, 1}, {'d', 1}}, 1.f), 1,
+                  DType::F32, kTolF32, {}, 2.f);
+  check_attention(rng, make_kv(rng, 16, 128, DType::F32, {{'s', 300, 1}, {'d', 8}}, 1.f), 8,
+                  DType::F32, kTolF32, {}, 2.f);
+  check_attention(rng, make_kv(rng, 16, 128, DType::BF16, {{'s', 700, 1}, {'d', 1}}, 1.f), 1,
+                  DType::BF16, kTolAttnBF16, {}, 2.f);
+  check_attention(rng, make_kv(rng, 5, 128, DType::F32, {{'d', 1}}, 1.f), 1, DType::F32, kTolF32);
+  check_attention(rng, make_kv(rng, 3, 64, DType::F32, {{'d', 13}, {'s', 40, 3}, {'d', 2}}, 1.f), 3,
+                  DType::F32, kTolF32, {}, 2.f);
+  check_attention(rng, make_kv(rng, 2, 256, DType::F32, {{'s', 90, 1}, {'d', 31}}, 1.f), 2,
+                  DType::F32, kTolF32, {}, 2.f);
+  check_attention(rng, make_kv(rng, 2, 256, DType::BF16, {{'d', 200}, {'s', 33, 1}}, 1.f), 5,
+                  DType::F32, kTolAttnBF16, {}, 2.f);
+  // Peaky scores: one segment's keys eight times larger, last or first.
+  check_attention(rng, make_kv(rng, 4, 128, DType::F32, {{'s', 500, 1}, {'d', 3, 0, 8.f}}, 1.f), 2,
+                  DType::F32, kTolF32, {}, 3.f);
+  check_attention(rng, make_kv(rng, 4, 128, DType::F32, {{'d', 3, 0, 8.f}, {'s', 500, 1}}, 1.f), 2,
+                  DType::F32, kTolF32, {}, 3.f);
+  for (const char* splits : {"1", "7", "64"}) {
+    setenv("LINGBOT_ATTN_SPLITS", splits, 1);
+    check_attention(rng, make_kv(rng, 16, 128, DType::F32, {{'s', 1000, 1}, {'d', 1}}, 1.f), 1,
+                    DType::F32, kTolF32, {}, 2.f);
+    unsetenv("LINGBOT_ATTN_SPLITS");
+  }
 }
 
 // A step recorded as a CUDA graph gives exactly what the same ops give run directly: staged

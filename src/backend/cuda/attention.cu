@@ -6,12 +6,14 @@
 // their log-sum-exp and a merge kernel combines them. Splitting the keys is what fills the chip
 // when ~1000 queries x 16 heads alone make only a few hundred CTAs.
 //
-// Two kernels:
+// Three kernels:
 //  * mma: head_dim 64, bf16 q/K/V. Tensor cores through mma.sync m16n8k16 (sm_80+), K/V tiles of
 //    64 keys double-buffered in shared memory with cp.async, swizzled so ldmatrix is conflict-free.
 //    Each warp owns 16 query rows; P stays in registers between the two products.
+//  * rows: up to 8 queries, head_dim 64 (f32), 128 or 256, f32 or bf16: the camera head's one
+//    query per frame against every cached frame, a bandwidth-bound stream of whole rows.
 //  * generic: any head_dim <= 256, f32 or bf16, one warp per query, fp32 CUDA cores. Used for the
-//    float32 mode and the camera head's head_dim 128.
+//    float32 mode and what the other two do not take.
 // On compute capability 9.0 the bf16 head_dim-64 case goes to the wgmma kernel of
 // attention_wgmma.cu instead (LINGBOT_ATTN_IMPL=mma|wgmma forces one of the two).
 #include <algorithm>
@@ -364,6 +366,135 @@ __global__ void __launch_bounds__(kGenWarps * 32) attention_generic_kernel(const
 }
 
 // ------------------------------------------------------------------------------------------------
+// Row kernel: a few queries (the camera head's one per frame) against many keys, head_dim 32 kV.
+// Such calls read every cached row once and compute little, so the kernel is built to keep the
+// memory system busy: a lane holds kV of a row's dims in registers, a warp loads U whole K and V
+// rows at once (one coalesced access per row) and reduces their scores with shuffles; 8 warps per
+// CTA each keep their own online softmax and are combined in shared memory at the end.
+
+constexpr int kRowWarps = 8;
+constexpr int kRowsMaxQueries = 8;  // more queries per call: the generic kernel reuses its tiles
+
+template <int kV>
+constexpr int row_keys_per_warp() {
+  return kV >= 8 ? 4 : 8;  // registers for U K rows and U V rows of kV values each
+}
+
+template <class T, int kV>
+__global__ void __launch_bounds__(kRowWarps * 32) attention_rows_kernel(const KernelArgs a) {
+  constexpr int U = row_keys_per_warp<kV>();
+  constexpr int kChunk = kRowWarps * U;  // keys per CTA step
+  constexpr int D = 32 * kV;
+  __shared__ const T* kp[kChunk];
+  __shared__ const T* vp[kChunk];
+  __shared__ float sm_m[kRowWarps], sm_l[kRowWarps];
+  __shared__ float so[kRowWarps][D];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int row = blockIdx.x, h = blockIdx.y;
+  const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
+  const int64_t kend = min(a.nk, kbeg + a.keys_per_split);
+
+  float q[kV];
+  load_vec<kV>(static_cast<const T*>(a.q) + (int64_t(row) * a.heads + h) * D + lane * kV, q);
+#pragma unroll
+  for (int i = 0; i < kV; ++i) q[i] *= a.scale_log2;
+
+  float acc[kV];
+#pragma unroll
+  for (int i = 0; i < kV; ++i) acc[i] = 0.f;
+  float m = -INFINITY, l = 0.f;  // identical in every lane of a warp
+
+  for (int64_t c0 = kbeg; c0 < kend; c0 += kChunk) {
+    if (tid < kChunk) {
+      const int64_t key = c0 + tid;
+      const T *kr = nullptr, *vr = nullptr;
+      if (key < kend) {
+        const int sg = find_segment(a.seg, key);
+        const int64_t off = ((key - a.seg.start[sg]) * a.heads + h) * D;
+        kr = reinterpret_cast<const T*>(a.seg.k[sg]) + off;
+        vr = reinterpret_cast<const T*>(a.seg.v[sg]) + off;
+      }
+      kp[tid] = kr;
+      vp[tid] = vr;
+    }
+    __syncthreads();
+    float kr[U][kV], vr[U][kV];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const T* k = kp[warp * U + u];
+      const T* v = vp[warp * U + u];
+      valid[u] = k != nullptr;
+      if (valid[u]) {
+        load_vec<kV>(k + lane * kV, kr[u]);
+        load_vec<kV>(v + lane * kV, vr[u]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kV; ++i) kr[u][i] = vr[u][i] = 0.f;
+      }
+    }
+    __syncthreads();  // the pointer table is rewritten by the next step
+    float s[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float t = 0.f;
+#pragma unroll
+      for (int i = 0; i < kV; ++i) t += q[i] * kr[u][i];
+      s[u] = t;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) s[u] = valid[u] ? warp_sum(s[u]) : -INFINITY;
+    float mx = s[0];
+#pragma unroll
+    for (int u = 1; u < U; ++u) mx = fmaxf(mx, s[u]);
+    const float mn = fmaxf(m, mx);
+    const float base = mn == -INFINITY ? 0.f : mn;  // no key yet: every weight stays 0
+    const float corr = exp2f(m - base);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const float p = exp2f(s[u] - base);
+      l += p;
+#pragma unroll
+      for (int i = 0; i < kV; ++i) acc[i] += p * vr[u][i];
+    }
+    m = mn;
+  }
+
+  if (lane == 0) {
+    sm_m[warp] = m;
+    sm_l[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kV; ++i) so[warp][lane * kV + i] = acc[i];
+  __syncthreads();
+  float mall = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kRowWarps; ++w) mall = fmaxf(mall, sm_m[w]);
+  float wt[kRowWarps], lall = 0.f;
+#pragma unroll
+  for (int w = 0; w < kRowWarps; ++w) {
+    wt[w] = sm_m[w] == -INFINITY ? 0.f : exp2f(sm_m[w] - mall);  // a warp without keys adds 0
+    lall += wt[w] * sm_l[w];
+  }
+  const float inv = 1.f / lall;
+  for (int e = tid; e < D; e += kRowWarps * 32) {
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kRowWarps; ++w) o += wt[w] * so[w][e];
+    if (a.splits == 1)
+      store_elt(a.out, a.out_t, (int64_t(row) * a.heads + h) * D + e, o * inv);
+    else
+      a.part_o[((int64_t(blockIdx.z) * a.nq + row) * a.heads + h) * D + e] = o * inv;
+  }
+  if (a.splits > 1 && tid == 0)
+    a.part_lse[(int64_t(blockIdx.z) * a.nq + row) * a.heads + h] = mall + __log2f(lall);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Merge of the per-split partial outputs: a thread per V values of one (query, head) row; the
 // threads of a row each recompute the splits' weights from the log-sum-exps (L1 hits). One warp
 // per row with 4-byte accesses took 7.6 us per call at 978 queries x 16 heads x 64, two splits,
@@ -376,9 +507,13 @@ __global__ void merge_kernel(const KernelArgs a) {
   if (t >= items * groups) return;
   const int64_t item = t / groups;
   const int e0 = static_cast<int>(t % groups) * V;
+  // Unrolled so that several splits' loads are in flight at once (the row kernel's calls have
+  // few items and many splits); the sums still run in split order.
   float mx = -INFINITY;
+#pragma unroll 4
   for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, a.part_lse[s * items + item]);
   float wsum = 0.f, acc[V] = {};
+#pragma unroll 4
   for (int s = 0; s < a.splits; ++s) {
     const float w = exp2f(a.part_lse[s * items + item] - mx);
     wsum += w;
@@ -443,6 +578,23 @@ void launch_generic(Context& ctx, KernelArgs& k, int forced_splits) {
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
   attention_generic_kernel<T, kPerLane><<<grid, kGenWarps * 32, smem, ctx.stream>>>(k);
+  LB_CUDA_LAUNCHED();
+}
+
+template <class T, int kV>
+void launch_rows(Context& ctx, KernelArgs& k, int forced_splits) {
+  constexpr int kChunk = kRowWarps * row_keys_per_warp<kV>();
+  const int64_t base = int64_t(k.nq) * k.heads;
+  const int64_t tiles = (k.nk + kChunk - 1) / kChunk;
+  // About two CTAs per SM and at least two key steps per CTA: enough loads in flight to stream
+  // the rows at full bandwidth, and few splits for the merge to combine.
+  const int64_t want = (2 * int64_t(ctx.prop.multiProcessorCount) + base - 1) / base;
+  const int64_t splits = std::max<int64_t>(
+      1, std::min<int64_t>({want, (tiles + 1) / 2, scratch::kMaxAttentionSplits}));
+  plan_splits(ctx, k, tiles, kChunk, forced_splits > 0 ? forced_splits : static_cast<int>(splits));
+  const dim3 grid(static_cast<unsigned>(k.nq), static_cast<unsigned>(k.heads),
+                  static_cast<unsigned>(k.splits));
+  attention_rows_kernel<T, kV><<<grid, kRowWarps * 32, 0, ctx.stream>>>(k);
   LB_CUDA_LAUNCHED();
 }
 
@@ -515,6 +667,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
 
   // Kernel choice and tuning knobs for tests and benchmarks: LINGBOT_ATTN_IMPL=mma|wgmma forces
   // the tensor-core kernel (wgmma only where wgmma_supported; elsewhere it falls back to mma),
+  // LINGBOT_ATTN_IMPL=generic the generic kernel where the row kernel would run,
   // LINGBOT_ATTN_SPLITS forces the split count, LINGBOT_ATTN_WARPS picks 8 (128-query tiles, the
   // default) or 4 (64-query tiles) warps per mma CTA. On H200 at 978 queries, 8 warps ran 220
   // TFLOP/s against 181 for 4 (72k keys): each K/V tile fetched from L2 serves twice the queries.
@@ -543,6 +696,25 @@ void attention(Context& ctx, const AttentionArgs& a) {
     else
       launch_mma<8>(ctx, k, forced_splits);
     used = "mma";
+  } else if (impl != "generic" && a.nq <= kRowsMaxQueries && all_aligned &&
+             (a.dim == 128 || a.dim == 256 || (a.qkv_t == kF32 && a.dim == 64))) {
+    // Few queries, rows of at least 8 bytes a lane: the row kernel.
+    auto rows = [&](auto tv) {
+      using T = decltype(tv);
+      if constexpr (sizeof(T) == 4) {  // bf16 rows of 64 would give a lane 4 bytes
+        if (a.dim == 64) return launch_rows<T, 2>(ctx, k, forced_splits);
+      }
+      if (a.dim == 128)
+        launch_rows<T, 4>(ctx, k, forced_splits);
+      else
+        launch_rows<T, 8>(ctx, k, forced_splits);
+    };
+    LINGBOT_CHECK(a.qkv_t == kF32 || a.qkv_t == kBF16, "attention: q/K/V must be F32 or BF16");
+    if (a.qkv_t == kF32)
+      rows(float{});
+    else
+      rows(__nv_bfloat16{});
+    used = "rows";
   } else {
     auto generic = [&](auto tv) {
       using T = decltype(tv);
