@@ -218,8 +218,10 @@ int bench(const BenchArgs& a) {
   double phase1_ms = 0;
   size_t peak_device = 0, phase1_device = 0;
   int delivered = 0;
-  // Stage breakdowns per stretch of frames (LINGBOT_PROFILE=1 and --profile-every), to see which
-  // stage grows along a long run.
+  // Stage breakdowns per stretch of frames (LINGBOT_PROFILE=1 or host, and --profile-every), to
+  // see which stage grows along a long run.
+  const bool profiling = Profile::enabled() || Profile::host_enabled();
+  const char* what = Profile::enabled() ? "synchronized stages" : "host phases";
   nlohmann::ordered_json stretches = nlohmann::ordered_json::array();
   auto close_stretch = [&](int first, int last) {
     nlohmann::ordered_json st;
@@ -250,8 +252,7 @@ int bench(const BenchArgs& a) {
     }
     if (i >= a.stream.scale_frames) frame_ms.push_back(ms);
     const int streamed = i + 1 - a.stream.scale_frames;
-    if (Profile::enabled() && a.profile_every > 0 && streamed > 0 &&
-        streamed % a.profile_every == 0)
+    if (profiling && a.profile_every > 0 && streamed > 0 && streamed % a.profile_every == 0)
       close_stretch(streamed - a.profile_every, streamed);
   }
   {
@@ -293,13 +294,12 @@ int bench(const BenchArgs& a) {
                 loaded_device / 1e9, phase1_device / 1e9);
   if (!stretches.empty()) {
     for (const auto* st : {&stretches.front(), &stretches.back()}) {
-      std::printf("frames %d-%d, synchronized stages:\n", (*st)["first"].get<int>(),
-                  (*st)["last"].get<int>());
+      std::printf("frames %d-%d, %s:\n", (*st)["first"].get<int>(), (*st)["last"].get<int>(), what);
       for (auto& [stage, ms] : (*st)["ms_per_frame"].items())
         std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms.get<double>());
     }
-  } else if (Profile::enabled() && !frame_ms.empty()) {
-    std::printf("per phase-2 frame, synchronized stages (LINGBOT_PROFILE=1):\n");
+  } else if (profiling && !frame_ms.empty()) {
+    std::printf("per phase-2 frame, %s:\n", what);
     for (auto& [stage, ms] : Profile::totals_ms())
       std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms / frame_ms.size());
   }
@@ -351,7 +351,7 @@ void add_bench(CLI::App& app) {
   sub->add_option("--warmup", a->warmup, "streamed frames of an untimed warm-up sequence")
       ->capture_default_str();
   sub->add_option("--profile-every", a->profile_every,
-                  "with LINGBOT_PROFILE=1, a stage breakdown per this many frames (0 = one)")
+                  "with LINGBOT_PROFILE=1 (or host), a breakdown per this many frames (0 = one)")
       ->check(kNonNegative);
   sub->add_option("--streams", a->streams,
                   "sessions streaming at once, each from its own thread (batched steps)")

@@ -138,6 +138,7 @@ void Model::validate(const Part& part) const {
 }
 
 void Model::enqueue(const std::vector<Part>& parts) {
+  HostScope hs("host: queue a step");
   LINGBOT_CHECK(!parts.empty(), "a step of no sequence");
   validate(parts[0]);
   const int64_t h = parts[0].images01.dim(2), w = parts[0].images01.dim(3);
@@ -259,7 +260,10 @@ void Model::enqueue(const std::vector<Part>& parts) {
 Model::Output Model::collect(SequenceState& seq) {
   SequenceState::Slot& slot = seq.oldest_queued();
   seq.pop_queued();
-  backend_.wait_fence(slot.fence);
+  {
+    HostScope hs("host: wait for the device");
+    backend_.wait_fence(slot.fence);
+  }
   const int64_t s = slot.frames, h = seq.config().height, w = seq.config().width;
   CameraHead::apply_pose_activation(slot.pose.f32(), s, 9);
   Output out;

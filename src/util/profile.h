@@ -33,4 +33,22 @@ class ProfileScope {
   std::chrono::steady_clock::time_point t0_;
 };
 
+// Host time of one phase (LINGBOT_PROFILE=host), nothing synchronized.
+class HostScope {
+ public:
+  explicit HostScope(const char* phase) : phase_(phase), on_(Profile::host_enabled()) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~HostScope() {
+    if (!on_) return;
+    Profile::totals_ms()[phase_] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  const char* phase_;
+  bool on_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 }  // namespace lingbot

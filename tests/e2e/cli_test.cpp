@@ -67,6 +67,29 @@ TEST_F(Cli, BenchWithSeveralStreamsReportsEach) {
   EXPECT_GT(j.at("preflight_gb").get<double>(), 0);
 }
 
+// LINGBOT_PROFILE=host: per stretch of frames, the host's time queueing each step and waiting for
+// the device, without synchronizing; the frame time bounds what the host spends queueing.
+TEST_F(Cli, BenchReportsHostPhasesPerStretch) {
+  setenv("LINGBOT_PROFILE", "host", 1);
+  Result r =
+      cli("bench --model synthetic:1 --arch tiny --height 28 --width 42 --frames 12 "
+          "--scale-frames 4 --window 6 --warmup 0 --profile-every 4 --json " +
+          path("host.json"));
+  unsetenv("LINGBOT_PROFILE");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("frames 0-4, host phases:"), std::string::npos) << r.output;
+  std::ifstream f(path("host.json"));
+  const auto j = nlohmann::json::parse(f);
+  const auto& stretches = j.at("profile");
+  ASSERT_EQ(stretches.size(), 2u);  // 8 streamed frames, 4 per stretch
+  for (const auto& st : stretches) {
+    const auto& ms = st.at("ms_per_frame");
+    EXPECT_GT(ms.at("host: queue a step").get<double>(), 0);
+    EXPECT_GE(ms.at("host: wait for the device").get<double>(), 0);
+    EXPECT_EQ(ms.count("dino trunk"), 0u);  // no synchronized stage in this mode
+  }
+}
+
 TEST_F(Cli, RunWritesPredictionsMatchingTheReference) {
   Result r = cli("run --model " + path("tiny.safetensors") + " --input " + frames() + " " +
                  tiny_args() + " --out " + path("out") + " --cache-stats " + path("stats.jsonl"));
