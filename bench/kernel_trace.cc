@@ -12,6 +12,10 @@
 // LINGBOT_TRACE_SKIP_S drops kernels that start within that many seconds of the first traced kernel
 // (the load and the warm-up), so the table describes the steady state. CONCURRENT_KERNEL activity
 // keeps kernels concurrent, unlike the serializing KERNEL kind.
+//
+// LINGBOT_TRACE_TIMELINE=<file> also writes the last LINGBOT_TRACE_TIMELINE_RECORDS (default
+// 20000) kernels, copies and fills, one per line in start order: start and end (ns), stream,
+// kind (k, c, s) and name, to see where in a step the device waits.
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +57,21 @@ unsigned long long g_dropped = 0;
 // and the rest of the span is time it waited (launch gaps, host synchronization).
 std::vector<std::pair<unsigned long long, unsigned long long>>* g_spans = nullptr;
 
+struct Event {
+  unsigned long long start, end;
+  uint32_t stream;
+  char kind;  // k kernel, c copy, s fill
+  std::string name;
+};
+std::deque<Event>* g_timeline = nullptr;  // the last g_timeline_records, when asked for
+size_t g_timeline_records = 0;
+
+void keep(Event e) {
+  if (g_timeline == nullptr) return;
+  g_timeline->push_back(std::move(e));
+  if (g_timeline->size() > g_timeline_records) g_timeline->pop_front();
+}
+
 constexpr size_t kBufferBytes = 8u << 20;
 
 std::string demangle(const char* name) {
@@ -73,8 +93,28 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* record = nullptr;
   std::lock_guard<std::mutex> lock(g_mutex);
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      keep({c->start, c->end, c->streamId, 'c',
+            "copy kind " + std::to_string(c->copyKind) + " " + std::to_string(c->bytes) + " B"});
+      continue;
+    }
+    if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      keep({m->start, m->end, m->streamId, 's', "fill " + std::to_string(m->bytes) + " B"});
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+    if (g_timeline != nullptr) {
+      // The qualified name without the return type, template arguments and parameters.
+      std::string name = demangle(k->name);
+      if (name.rfind("void ", 0) == 0) name.erase(0, 5);
+      for (size_t at; (at = name.find("(anonymous namespace)")) != std::string::npos;)
+        name.replace(at, 21, "anon");
+      name.resize(std::min(name.find_first_of("<("), name.size()));
+      keep({k->start, k->end, k->streamId, 'k', std::move(name)});
+    }
     if (g_first_start == 0 || k->start < g_first_start) g_first_start = k->start;
     if (k->start < g_first_start + g_skip_ns) continue;
     Key key{demangle(k->name),
@@ -127,6 +167,16 @@ void report() {
                  key.block[0], key.block[1], key.block[2], key.name.c_str());
   }
   if (out != stderr) std::fclose(out);
+  if (g_timeline != nullptr) {
+    std::sort(g_timeline->begin(), g_timeline->end(),
+              [](const Event& a, const Event& b) { return a.start < b.start; });
+    if (FILE* t = std::fopen(std::getenv("LINGBOT_TRACE_TIMELINE"), "w")) {
+      for (const auto& e : *g_timeline)
+        std::fprintf(t, "%llu\t%llu\t%u\t%c\t%s\n", e.start, e.end, e.stream, e.kind,
+                     e.name.c_str());
+      std::fclose(t);
+    }
+  }
 }
 
 }  // namespace
@@ -141,6 +191,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
     std::fprintf(stderr, "kernel_trace: CUPTI refused the kernel activity; nothing traced\n");
     return 0;
+  }
+  if (std::getenv("LINGBOT_TRACE_TIMELINE") != nullptr) {
+    g_timeline = new std::deque<Event>();
+    const char* n = std::getenv("LINGBOT_TRACE_TIMELINE_RECORDS");
+    g_timeline_records = n != nullptr ? std::strtoull(n, nullptr, 10) : 20000;
+    if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
+      std::fprintf(stderr, "kernel_trace: CUPTI refused copies and fills; kernels only\n");
   }
   std::atexit(report);
   return 1;

@@ -39,7 +39,7 @@ struct MemoryEstimate {
   size_t weights = 0;         // transformer matrices in the compute dtype, everything else F32
   size_t kv_cache = 0;        // paged aggregator cache, all global layers, special stream included
   size_t special_stream = 0;  // part of kv_cache: the evicted frames' special tokens
-  size_t camera_cache = 0;    // camera head K/V, F32, grown in whole chunks
+  size_t camera_cache = 0;    // camera head K/V (compute dtype), grown in whole chunks
   size_t activations = 0;     // work buffers, depth-head plan, backend scratch: the parts below
   // The parts of `activations`, each as its component reports it: the work buffers of the first
   // step (the scale frames at once, freed after it; the camera head's scratch for that many

@@ -60,21 +60,24 @@ ParamCount BlockWeights::parameters(int64_t dim, int64_t hidden, int64_t qk_norm
   return n;
 }
 
-size_t BlockBuffers::bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype) {
-  // h, qkv (3), q, k, v, attn, hidden; proj and fc2 add into the residual in place.
-  return static_cast<size_t>(rows * (8 * dim + hidden_dim)) * dtype_size(dtype);
+size_t BlockBuffers::bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype,
+                               std::optional<DType> attention) {
+  // h, qkv (3), hidden; q, k, v, attn; proj and fc2 add into the residual in place.
+  return static_cast<size_t>(rows * (4 * dim + hidden_dim)) * dtype_size(dtype) +
+         static_cast<size_t>(rows * 4 * dim) * dtype_size(attention.value_or(dtype));
 }
 
 void BlockBuffers::ensure(Backend& b, int64_t m, int64_t dim, int64_t hidden_dim, int64_t heads,
-                          DType dtype) {
+                          DType dtype, std::optional<DType> attention) {
   if (rows == m) return;
   const int64_t d = dim / heads;
+  const DType at = attention.value_or(dtype);
   h = b.alloc({m, dim}, dtype);
   qkv = b.alloc({m, 3 * dim}, dtype);
-  q = b.alloc({m, heads, d}, dtype);
-  k = b.alloc({m, heads, d}, dtype);
-  v = b.alloc({m, heads, d}, dtype);
-  attn = b.alloc({m, heads, d}, dtype);
+  q = b.alloc({m, heads, d}, at);
+  k = b.alloc({m, heads, d}, at);
+  v = b.alloc({m, heads, d}, at);
+  attn = b.alloc({m, heads, d}, at);
   hidden = b.alloc({m, hidden_dim}, dtype);
   rows = m;
 }

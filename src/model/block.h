@@ -32,12 +32,14 @@ struct BlockWeights {
   static ParamCount parameters(int64_t dim, int64_t hidden, int64_t qk_norm_dim);
 };
 
-// Activation buffers for one block over M rows, reused across blocks and steps.
+// Activation buffers for one block over M rows, reused across blocks and steps. q, k, v and the
+// attention output are in `attention` (default: `dtype`), the dtype of the keys they meet.
 struct BlockBuffers {
   Tensor h, qkv, q, k, v, attn, hidden;
   void ensure(Backend& b, int64_t rows, int64_t dim, int64_t hidden_dim, int64_t heads,
-              DType dtype = DType::F32);
-  static size_t bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype);
+              DType dtype = DType::F32, std::optional<DType> attention = std::nullopt);
+  static size_t bytes_for(int64_t rows, int64_t dim, int64_t hidden_dim, DType dtype,
+                          std::optional<DType> attention = std::nullopt);
   // The same buffers for their first `m` rows (m <= rows): another stack of blocks of the same
   // width that runs before or after this one in the step can borrow them.
   BlockBuffers first_rows(int64_t m) const;

@@ -97,9 +97,10 @@ size_t CameraHead::cache_bytes_for(const CameraHeadConfig& cfg, int iterations, 
 size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames,
                                      DType cache_dtype) {
   const int64_t d = cfg.dim, p = cfg.pose_dim;
-  // xhat, h, n, t, m; mod (3); branch (1/2); pose; the block; k_store, v_store.
+  // xhat, h, n, t, m; mod (3); branch (1/2); pose; the block (attention in the cache's dtype);
+  // k_store, v_store.
   size_t b = static_cast<size_t>(frames * (8 * d + d / 2 + p)) * 4;
-  b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32);
+  b += BlockBuffers::bytes_for(frames, d, cfg.mlp_ratio * d, DType::F32, cache_dtype);
   return b + static_cast<size_t>(2 * frames * d) * dtype_size(cache_dtype);
 }
 
@@ -122,7 +123,10 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
   s.h = f32({frames, d});
   s.n = f32({frames, d});
   s.t = f32({frames, d});
-  s.block.ensure(be, frames, d, cfg_.mlp_ratio * d, nh, DType::F32);
+  // The residual stream stays F32; q, k, v and the attention output take the cache's dtype, so
+  // a bf16 cache is read by the same kernel as the aggregator's and the output projection
+  // reads the bf16 rows its bf16 weights would have rounded its input to anyway.
+  s.block.ensure(be, frames, d, cfg_.mlp_ratio * d, nh, DType::F32, cache_dtype);
   s.k_store = be.alloc({frames, nh, hd}, cache_dtype);
   s.v_store = be.alloc({frames, nh, hd}, cache_dtype);
   s.branch = f32({frames, d / 2});

@@ -43,7 +43,7 @@ Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
 }
 
 CameraCache Model::make_camera_cache(int iterations) const {
-  return camera_.make_cache(backend_, iterations, kCameraCacheDtype);
+  return camera_.make_cache(backend_, iterations, camera_cache_dtype(cfg_));
 }
 
 CameraHeadConfig Model::camera_head_config(const ModelConfig& config) {
@@ -83,7 +83,8 @@ Model::WorkBytes Model::work_bytes_for(const ModelConfig& config, int64_t height
   w.first_step = step(s1);
   w.one_frame_steps = step(1);
   // The camera head keeps one scratch, sized for the larger call, and its input tokens.
-  w.first_step += CameraHead::scratch_bytes_for(camera_head_config(config), s1, kCameraCacheDtype);
+  w.first_step +=
+      CameraHead::scratch_bytes_for(camera_head_config(config), s1, camera_cache_dtype(config));
   w.first_step += static_cast<size_t>(s1 * 2 * config.dim) * 4;
   w.depth_plan = DepthHead::plan_bytes_for(dpt, height, width);
   // The backend's grow-only scratch block holds its largest request: a depth-head convolution
@@ -105,8 +106,8 @@ Model::WorkBytes Model::work_bytes_for(const ModelConfig& config, int64_t height
 
 size_t Model::camera_cache_bytes_for(const ModelConfig& config, int iterations, int64_t frames,
                                      const CameraCacheLimit& limit) {
-  return CameraHead::cache_bytes_for(camera_head_config(config), iterations, kCameraCacheDtype,
-                                     frames, limit);
+  return CameraHead::cache_bytes_for(camera_head_config(config), iterations,
+                                     camera_cache_dtype(config), frames, limit);
 }
 
 Model::Output Model::run(SequenceState& seq, const Tensor& images01, StepMode mode) {

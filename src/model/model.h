@@ -78,7 +78,9 @@ class Model {
   const std::array<Tensor, 4>& last_layers() const { return *layers_; }
 
  private:
-  static constexpr DType kCameraCacheDtype = DType::F32;
+  // The camera head's K/V cache (one row per cached frame and slot, 256 KB a frame in F32) is
+  // stored in the compute dtype: bf16 halves it and the bytes its attention reads per frame.
+  static DType camera_cache_dtype(const ModelConfig& config) { return config.compute; }
   Backend& backend_;
   ModelConfig cfg_;
   Aggregator aggregator_;

@@ -1162,6 +1162,9 @@ TEST(GpuOps, AttentionFewQueriesRowKernel) {
                   DType::F32, kTolF32, {}, 2.f);
   check_attention(rng, make_kv(rng, 16, 128, DType::BF16, {{'s', 700, 1}, {'d', 1}}, 1.f), 1,
                   DType::BF16, kTolAttnBF16, {}, 2.f);
+  // The camera head's first step in bf16: eight frames, each attending to all eight.
+  check_attention(rng, make_kv(rng, 16, 128, DType::BF16, {{'d', 8}}, 1.f), 8, DType::BF16,
+                  kTolAttnBF16, {}, 2.f);
   check_attention(rng, make_kv(rng, 5, 128, DType::F32, {{'d', 1}}, 1.f), 1, DType::F32, kTolF32);
   check_attention(rng, make_kv(rng, 3, 64, DType::F32, {{'d', 13}, {'s', 40, 3}, {'d', 2}}, 1.f), 3,
                   DType::F32, kTolF32, {}, 2.f);

@@ -105,6 +105,21 @@ TEST(ComponentBytes, DepthHeadPlanIsWhatItAllocates) {
   EXPECT_GT(DepthHead::scratch_bytes_for(cfg, kH, kW), 0u);
 }
 
+// The camera head on the GPU keeps its residual stream F32 and its attention operands bf16.
+TEST(ComponentBytes, BlockBuffersOfTwoDtypesAreWhatTheyAllocate) {
+  CountingBackend be;
+  for (DType attention : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(attention));
+    be.bytes = 0;
+    BlockBuffers buf;
+    buf.ensure(be, 3, 64, 256, 4, DType::F32, attention);
+    EXPECT_EQ(be.bytes, BlockBuffers::bytes_for(3, 64, 256, DType::F32, attention));
+    EXPECT_EQ(buf.q.dtype(), attention);
+    EXPECT_EQ(buf.attn.dtype(), attention);
+    EXPECT_EQ(buf.qkv.dtype(), DType::F32);
+  }
+}
+
 TEST(ComponentBytes, CameraHeadScratchAndCacheAreWhatTheyAllocate) {
   CountingBackend be;
   WeightLoader loader(1, be);
