@@ -29,6 +29,10 @@ struct BenchArgs {
   int warmup = 10;  // streamed frames of an untimed first sequence, as the reference profiler does
   int profile_every = 0;  // with LINGBOT_PROFILE=1: one stage breakdown per this many frames
   int streams = 1;        // sessions streaming at once, each from its own thread
+  // --rate: each stream is a live camera at this many frames/s (0: pushed as fast as it goes);
+  // --stagger spreads the cameras' capture times over one frame period instead of aligning them.
+  double rate = 0;
+  bool stagger = false;
   std::string json;
 };
 
@@ -72,7 +76,10 @@ double quantile(std::vector<double> v, double q) {
 // --streams N: N sessions of one engine, each pushed from its own thread, so that the engine
 // batches their steps. Throughput counts the results delivered while every stream was in phase
 // 2 (from the last stream's end of phase 1 to the first stream's last result); a frame's latency
-// runs from the start of its push to its result's delivery.
+// runs from the start of its push to its result's delivery. With --rate each stream is a live
+// camera: frame i is captured at start + (i + phase) / rate (phase 0, or s / N with --stagger),
+// pushed then (or at once if the stream is behind), and flushed, so its result comes as soon as
+// the device has it; its latency runs from its capture time, a backlog included.
 int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
   const int n = a.streams;
   struct Stream {
@@ -92,14 +99,25 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
   }
   size_t peak_device = 0;
   std::mutex peak_mu;
+  Clock::time_point t0;  // the cameras' common clock (--rate), set before the timed sequence
   auto stream_once = [&](Stream& st, bool timed) {
     const int count = timed ? a.frames : a.stream.scale_frames + a.warmup;
+    const double phase = a.stagger ? static_cast<double>(&st - streams.data()) / n : 0.0;
+    const auto on_result = [&](const FrameResult& r) {
+      if (timed && r.index < a.frames) st.delivered[r.index] = Clock::now();
+      st.results += timed;
+    };
     for (int i = 0; i < count; ++i) {
-      if (timed) st.pushed[i] = Clock::now();
-      st.session->push(st.frames[i % st.frames.size()], [&](const FrameResult& r) {
-        if (timed && r.index < a.frames) st.delivered[r.index] = Clock::now();
-        st.results += timed;
-      });
+      if (timed && a.rate > 0) {
+        const auto capture = t0 + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>((i + phase) / a.rate));
+        std::this_thread::sleep_until(capture);
+        st.pushed[i] = capture;
+      } else if (timed) {
+        st.pushed[i] = Clock::now();
+      }
+      st.session->push(st.frames[i % st.frames.size()], on_result);
+      if (timed && a.rate > 0) st.session->flush(on_result);
       if (timed && i + 1 == a.stream.scale_frames) st.phase2_start = Clock::now();
       if (timed && i % 16 == 0) {
         const size_t used = engine.device_memory_used();
@@ -107,16 +125,14 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
         peak_device = std::max(peak_device, used);
       }
     }
-    st.session->finish([&](const FrameResult& r) {
-      if (timed && r.index < a.frames) st.delivered[r.index] = Clock::now();
-      st.results += timed;
-    });
+    st.session->finish(on_result);
     if (timed) st.end = Clock::now();
     if (!timed) st.session->reset();
   };
   // The warm-ups run together too: the batched steps' GEMM plans are made there.
   for (bool timed : {false, true}) {
     if (!timed && a.warmup == 0) continue;
+    t0 = Clock::now() + std::chrono::milliseconds(10);  // all threads started by then
     std::vector<std::thread> threads;
     for (auto& st : streams)
       threads.emplace_back([&, timed] {
@@ -142,14 +158,21 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
     first = std::min(first, st.phase2_start);
     last = std::max(last, st.end);
   }
+  // Every stream's phase 1 runs at its start (each a step of scale_frames frames) and delays
+  // the others' first frames; "steady" latencies are those of frames pushed once the last
+  // phase-1 result is out.
+  Clock::time_point steady_from = first;
+  for (auto& st : streams)
+    steady_from = std::max(steady_from, st.delivered[a.stream.scale_frames - 1]);
   int64_t in_window = 0;
-  std::vector<double> all_ms;
+  std::vector<double> all_ms, steady_ms;
   nlohmann::ordered_json per_stream = nlohmann::ordered_json::array();
   for (auto& st : streams) {
     std::vector<double> ms;
     for (int i = a.stream.scale_frames; i < a.frames; ++i) {
       ms.push_back(
           std::chrono::duration<double, std::milli>(st.delivered[i] - st.pushed[i]).count());
+      if (st.pushed[i] >= steady_from) steady_ms.push_back(ms.back());
       in_window += st.delivered[i] >= from && st.delivered[i] <= to;
     }
     const double fps = ms.size() / std::chrono::duration<double>(st.end - st.phase2_start).count();
@@ -178,10 +201,17 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
   std::printf("model %s on %s, %dx%d, %d streams x %d frames, scale %d, window %d\n",
               info.arch.c_str(), info.backend.c_str(), a.width, a.height, n, a.frames,
               a.stream.scale_frames, a.stream.window);
+  if (a.rate > 0)
+    std::printf("live cameras: %.2f frames/s each (%.2f offered), capture times %s\n", a.rate,
+                a.rate * n, a.stagger ? "staggered over a frame period" : "aligned");
   std::printf(
       "aggregate %.2f frames/s (%.2f per stream) | latency p50 %.1f ms, p99 %.1f ms | load %.2f "
       "s\n",
       aggregate, aggregate / n, quantile(all_ms, 0.5), quantile(all_ms, 0.99), load_s);
+  if (!steady_ms.empty())
+    std::printf(
+        "latency once every stream's phase 1 is done (%zu frames): p50 %.1f ms, p99 %.1f ms\n",
+        steady_ms.size(), quantile(steady_ms, 0.5), quantile(steady_ms, 0.99));
   for (int s = 0; s < n; ++s)
     std::printf("  stream %d: %.2f frames/s, latency p50 %.1f ms, p99 %.1f ms\n", s,
                 per_stream[s]["fps"].get<double>(), per_stream[s]["latency_ms_p50"].get<double>(),
@@ -191,9 +221,14 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
   if (!a.json.empty()) {
     nlohmann::ordered_json j = report_header(a, info);
     j["streams"] = n;
+    j["rate"] = a.rate;
+    j["stagger"] = a.stagger;
     j["aggregate_fps"] = aggregate;
     j["latency_ms_p50"] = quantile(all_ms, 0.5);
     j["latency_ms_p99"] = quantile(all_ms, 0.99);
+    j["steady_frames"] = steady_ms.size();
+    j["steady_latency_ms_p50"] = quantile(steady_ms, 0.5);
+    j["steady_latency_ms_p99"] = quantile(steady_ms, 0.99);
     j["per_stream"] = per_stream;
     j["peak_device_gb"] = peak_device / 1e9;
     j["preflight_gb"] = estimate / 1e9;
@@ -210,7 +245,8 @@ int bench(const BenchArgs& a) {
   const auto t_load = clock::now();
   auto engine = Engine::create(a.engine);
   const double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
-  if (a.streams > 1) return bench_streams(a, *engine, load_s);
+  LINGBOT_CHECK(!a.stagger || a.rate > 0, "--stagger staggers live cameras: it needs --rate");
+  if (a.streams > 1 || a.rate > 0) return bench_streams(a, *engine, load_s);
   const size_t loaded_device = engine->device_memory_used();  // context, libraries, weights
   auto session = engine->start(a.stream);
   const std::vector<Tensor> frames = random_frames(a, 0);
@@ -357,6 +393,13 @@ void add_bench(CLI::App& app) {
                   "sessions streaming at once, each from its own thread (batched steps)")
       ->check(kPositive)
       ->capture_default_str();
+  sub->add_option("--rate", a->rate,
+                  "feed each stream as a live camera at this many frames/s, each result "
+                  "delivered as soon as it is computed (0 = as fast as it goes)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  sub->add_flag("--stagger", a->stagger,
+                "with --rate: spread the cameras' capture times over one frame period");
   sub->add_option("--json", a->json, "also write the numbers as JSON");
   commands().push_back({sub, [a] { return bench(*a); }});
 }

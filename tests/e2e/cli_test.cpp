@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +66,37 @@ TEST_F(Cli, BenchWithSeveralStreamsReportsEach) {
   }
   EXPECT_GT(j.at("aggregate_fps").get<double>(), 0);
   EXPECT_GT(j.at("preflight_gb").get<double>(), 0);
+}
+
+// bench --rate: each stream is paced as a live camera (frame i captured at i / rate), so the run
+// lasts at least the last capture time, and every frame still gets its result.
+TEST_F(Cli, BenchFeedsLiveCamerasAtARate) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r =
+      cli("bench --model synthetic:1 --arch tiny --height 28 --width 42 --frames 12 "
+          "--scale-frames 4 --window 6 --warmup 0 --streams 2 --rate 25 --stagger --json " +
+          path("rate.json"));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_GE(s, 11 / 25.0);
+  EXPECT_NE(r.output.find("live cameras: 25.00 frames/s each (50.00 offered), capture times "
+                          "staggered"),
+            std::string::npos)
+      << r.output;
+  std::ifstream f(path("rate.json"));
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j.at("rate").get<double>(), 25);
+  EXPECT_TRUE(j.at("stagger").get<bool>());
+  EXPECT_LE(j.at("steady_latency_ms_p50").get<double>(),
+            j.at("steady_latency_ms_p99").get<double>());
+  for (const auto& st : j.at("per_stream")) {
+    EXPECT_GT(st.at("fps").get<double>(), 0);
+    EXPECT_GE(st.at("latency_ms_p50").get<double>(), 0);
+  }
+  Result bad = cli("bench --model synthetic:1 --arch tiny --stagger");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("--stagger staggers live cameras: it needs --rate"), std::string::npos)
+      << bad.output;
 }
 
 // LINGBOT_PROFILE=host: per stretch of frames, the host's time queueing each step and waiting for
