@@ -67,7 +67,8 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
   mod0_ = be.alloc({1, 3 * d}, DType::F32);
   be.linear(w_.empty_pose.reshape({1, p}), w_.embed_w, &w_.embed_b, m0, Act::SiLU);
   be.linear(m0, w_.mod_w, &w_.mod_b, mod0_);
-  s_ = Scratch{};
+  scratch_.clear();
+  s_ = nullptr;
 }
 
 CameraCache CameraHead::make_cache(Backend& backend, int iterations, DType dtype) const {
@@ -114,10 +115,12 @@ size_t CameraHead::backend_scratch_bytes_for(const CameraHeadConfig& cfg, int64_
 }
 
 void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) {
-  if (s_.frames == frames && s_.k_store.dtype() == cache_dtype) return;
+  auto [it, fresh] = scratch_.try_emplace({frames, cache_dtype});
+  s_ = &it->second;
+  if (!fresh) return;
   const int64_t d = cfg_.dim, hd = cfg_.head_dim(), nh = cfg_.heads, p = cfg_.pose_dim;
   auto f32 = [&](const Shape& shape) { return be.alloc(shape, DType::F32); };
-  Scratch s;
+  Scratch& s = *s_;
   s.frames = frames;
   s.xhat = f32({frames, d});
   s.h = f32({frames, d});
@@ -133,7 +136,6 @@ void CameraHead::ensure_scratch(Backend& be, int64_t frames, DType cache_dtype) 
   s.pose = f32({frames, p});
   s.m = f32({frames, d});
   s.mod = f32({frames, 3 * d});
-  s_ = std::move(s);
 }
 
 void CameraHead::modulate(Backend& be, const Tensor& mod) {
@@ -148,29 +150,44 @@ void CameraHead::modulate(Backend& be, const Tensor& mod) {
     be.copy(xhat, h);
     be.add(h, t, &gate);
   };
+  Scratch& s = *s_;
   if (mod.dim(0) == 1) {
-    apply(s_.t, s_.h, s_.xhat, mod[0]);
+    apply(s.t, s.h, s.xhat, mod[0]);
     return;
   }
-  for (int64_t f = 0; f < s_.frames; ++f) apply(s_.t[f], s_.h[f], s_.xhat[f], mod[f]);
+  for (int64_t f = 0; f < s.frames; ++f) apply(s.t[f], s.h[f], s.xhat[f], mod[f]);
 }
 
-AttendFn CameraHead::attend_through(Backend& be, CameraCache& cache, int iteration, int j,
-                                    bool store) {
-  return [this, &be, &cache, iteration, j, store](const Tensor& q, const Tensor& k, const Tensor& v,
-                                                  Tensor& out) {
+AttendFn CameraHead::attend_through(Backend& be, std::span<const CameraPart> parts, int iteration,
+                                    int j) {
+  return [this, &be, parts, iteration, j](const Tensor& q, const Tensor& k, const Tensor& v,
+                                          Tensor& out) {
     // Keys are always [cached frames..., current frames]; a keyframe's rows become cached first.
-    segs_.clear();
-    if (store) {
-      cache.append(iteration, j, k, v);
-      cache.segments(iteration, j, segs_);
-    } else {
-      cache.segments(iteration, j, segs_);
-      be.copy(k, s_.k_store);
-      be.copy(v, s_.v_store);
-      segs_.push_back({s_.k_store.raw(), s_.v_store.raw(), static_cast<int32_t>(s_.frames)});
+    // The current rows of parts that do not store them are read from a copy of this call's K/V
+    // (the block's buffers are overwritten by the next block).
+    const bool any_reads =
+        std::any_of(parts.begin(), parts.end(), [](const CameraPart& p) { return !p.store; });
+    if (any_reads) {
+      be.copy(k, s_->k_store);
+      be.copy(v, s_->v_store);
     }
-    be.attention(q, segs_, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim())), out);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+    int64_t r0 = 0;
+    for (const CameraPart& p : parts) {
+      const int64_t r1 = r0 + p.frames;
+      segs_.clear();
+      if (p.store) {
+        p.cache->append(iteration, j, k.slice(r0, r1), v.slice(r0, r1));
+        p.cache->segments(iteration, j, segs_);
+      } else {
+        p.cache->segments(iteration, j, segs_);
+        segs_.push_back(
+            {s_->k_store[r0].raw(), s_->v_store[r0].raw(), static_cast<int32_t>(p.frames)});
+      }
+      Tensor o = out.slice(r0, r1);
+      be.attention(q.slice(r0, r1), segs_, scale, o);
+      r0 = r1;
+    }
   };
 }
 
@@ -191,40 +208,57 @@ void CameraHead::apply_pose_activation(float* pose, int64_t frames, int64_t p) {
 
 const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens, CameraCache& cache,
                                   bool store, int iterations) {
+  const CameraPart part{&cache, camera_tokens.rank() == 2 ? camera_tokens.dim(0) : 0, store};
+  return enqueue(be, camera_tokens, std::span<const CameraPart>(&part, 1), iterations);
+}
+
+const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens,
+                                  std::span<const CameraPart> parts, int iterations) {
   LINGBOT_CHECK(!w_.trunk.empty(), "camera head: used before load");
   LINGBOT_CHECK(camera_tokens.rank() == 2 && camera_tokens.dim(1) == cfg_.dim_in,
                 "camera head: expected camera tokens [S, " + std::to_string(cfg_.dim_in) +
                     "], got " + shape_str(camera_tokens.shape()));
-  LINGBOT_CHECK(iterations >= 1 && iterations <= cache.iterations() &&
-                    cache.depth() == static_cast<int>(cfg_.depth),
-                "camera head: the cache has no slots for " + std::to_string(iterations) +
-                    " iterations of this trunk");
-  const int64_t frames = camera_tokens.dim(0);
-  ensure_scratch(be, frames, cache.dtype());
+  LINGBOT_CHECK(!parts.empty(), "camera head: a call over no sequence");
+  int64_t rows = 0;
+  for (const CameraPart& p : parts) {
+    LINGBOT_CHECK(p.cache && p.frames > 0, "camera head: a part without frames or cache");
+    LINGBOT_CHECK(iterations >= 1 && iterations <= p.cache->iterations() &&
+                      p.cache->depth() == static_cast<int>(cfg_.depth),
+                  "camera head: the cache has no slots for " + std::to_string(iterations) +
+                      " iterations of this trunk");
+    LINGBOT_CHECK(p.cache->dtype() == parts[0].cache->dtype(),
+                  "camera head: the caches of one call differ in dtype");
+    rows += p.frames;
+  }
+  LINGBOT_CHECK(rows == camera_tokens.dim(0), "camera head: the parts hold " +
+                                                  std::to_string(rows) + " frames, the tokens " +
+                                                  std::to_string(camera_tokens.dim(0)));
+  ensure_scratch(be, rows, parts[0].cache->dtype());
+  Scratch& s = *s_;
 
-  be.layer_norm(camera_tokens, &w_.token_norm_w, &w_.token_norm_b, kNormEps, s_.xhat);
+  be.layer_norm(camera_tokens, &w_.token_norm_w, &w_.token_norm_b, kNormEps, s.xhat);
   for (int i = 0; i < iterations; ++i) {
     if (i == 0) {
       modulate(be, mod0_);
     } else {
       // Conditioning feeds back the raw accumulated pose, not the ReLU'd output.
-      be.linear(s_.pose, w_.embed_w, &w_.embed_b, s_.m, Act::SiLU);
-      be.linear(s_.m, w_.mod_w, &w_.mod_b, s_.mod);
-      modulate(be, s_.mod);
+      be.linear(s.pose, w_.embed_w, &w_.embed_b, s.m, Act::SiLU);
+      be.linear(s.m, w_.mod_w, &w_.mod_b, s.mod);
+      modulate(be, s.mod);
     }
     for (int64_t j = 0; j < cfg_.depth; ++j)
-      enqueue_block(be, w_.trunk[j], s_.h, s_.block, nullptr,
-                    attend_through(be, cache, i, static_cast<int>(j), store));
-    be.layer_norm(s_.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s_.n);
-    be.linear(s_.n, w_.branch_fc1_w, &w_.branch_fc1_b, s_.branch, Act::GELU);
+      enqueue_block(be, w_.trunk[j], s.h, s.block, nullptr,
+                    attend_through(be, parts, i, static_cast<int>(j)));
+    be.layer_norm(s.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s.n);
+    be.linear(s.n, w_.branch_fc1_w, &w_.branch_fc1_b, s.branch, Act::GELU);
     // The first iteration's update is the pose; later ones add to it.
     if (i == 0)
-      be.linear(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s_.pose);
+      be.linear(s.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s.pose);
     else
-      be.linear_add(s_.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s_.pose);
+      be.linear_add(s.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s.pose);
   }
 
-  return s_.pose;
+  return s.pose;
 }
 
 }  // namespace lingbot

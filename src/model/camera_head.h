@@ -5,6 +5,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/ops.h"
@@ -41,6 +44,14 @@ struct CameraHeadWeights {
   std::vector<BlockWeights> trunk;
 };
 
+// One sequence's frames in a call over several sequences: `frames` consecutive rows of the
+// camera tokens, attending through its own cache, stored there first when `store`.
+struct CameraPart {
+  CameraCache* cache = nullptr;
+  int64_t frames = 0;
+  bool store = false;
+};
+
 class CameraHead {
  public:
   void load(WeightLoader& loader, const CameraHeadConfig& cfg);
@@ -69,6 +80,12 @@ class CameraHead {
   // call); apply_pose_activation finishes a host copy of it.
   const Tensor& enqueue(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
                         int iterations = 4);
+  // The same over the frames of several sequences at once: the trunk's matrices are read once
+  // for all of them (its time is those bytes), each part attends through its own cache. The
+  // parts' caches share one dtype and have slots for `iterations`; their rows add up to the
+  // tokens'.
+  const Tensor& enqueue(Backend& be, const Tensor& camera_tokens, std::span<const CameraPart> parts,
+                        int iterations = 4);
   static void apply_pose_activation(float* pose, int64_t frames, int64_t pose_dim = 9);
 
  private:
@@ -82,10 +99,13 @@ class CameraHead {
     Tensor pose;              // [S, 9] raw accumulated pose
     Tensor m, mod;            // [S, dim], [S, 3 dim]: SiLU(embed_pose(p)), shift|scale|gate
   };
+  // Points s_ at the scratch for `frames` rows, made on first use. One per row count is kept:
+  // batches of several sequences vary in size from step to step, and a buffer the side queue
+  // may still be reading is never freed under it. Each is small (about 0.2 MB a row).
   void ensure_scratch(Backend& be, int64_t frames, DType cache_dtype);
-  // The attention of trunk block j in `iteration`: through the cache, appending the frames'
-  // K/V first when `store`.
-  AttendFn attend_through(Backend& be, CameraCache& cache, int iteration, int j, bool store);
+  // The attention of trunk block j in `iteration`: each part through its cache, appending its
+  // frames' K/V first when it stores them.
+  AttendFn attend_through(Backend& be, std::span<const CameraPart> parts, int iteration, int j);
   // h = gate ⊙ (adaln_norm(xhat) ⊙ (1 + scale) + shift) + xhat, mod [1 or S, 3 dim] holding
   // shift, 1 + scale and gate.
   void modulate(Backend& be, const Tensor& mod);
@@ -93,7 +113,8 @@ class CameraHead {
   CameraHeadConfig cfg_;
   CameraHeadWeights w_;
   Tensor mod0_;  // [1, 3 dim]: iteration 0 conditions on the constant empty pose
-  Scratch s_;
+  std::map<std::pair<int64_t, DType>, Scratch> scratch_;
+  Scratch* s_ = nullptr;
   std::vector<KVSegment> segs_;
 };
 

@@ -222,15 +222,30 @@ void Model::enqueue(const std::vector<Part>& parts) {
     }();
     const bool side = side_queue && !Profile::enabled();
     if (side) backend_.begin_side();
+    // One camera-head call per run of sequences with the same iteration count (usually all of
+    // them): its time is the bytes of its matrices, read once for every frame of the run.
     f0 = 0;
-    for (const Part& part : parts) {
-      SequenceState& seq = *part.seq;
-      const int64_t s = part.images01.dim(0);
+    for (size_t a = 0; a < parts.size();) {
+      const int iterations = parts[a].seq->config().camera_iterations;
+      size_t b = a;
+      std::vector<CameraPart> run;
+      int64_t rows = 0;
+      for (; b < parts.size() && parts[b].seq->config().camera_iterations == iterations; ++b) {
+        SequenceState& seq = *parts[b].seq;
+        run.push_back({&seq.camera(), parts[b].images01.dim(0), seq.stores_camera()});
+        rows += run.back().frames;
+      }
       ProfileScope ps(backend_, "camera head");
-      const Tensor& pose = camera_.enqueue(backend_, cam_tokens_.slice(f0, f0 + s), seq.camera(),
-                                           seq.stores_camera(), seq.config().camera_iterations);
-      backend_.download_async(pose, seq.next_slot().pose.f32());
-      f0 += s;
+      const Tensor& pose =
+          camera_.enqueue(backend_, cam_tokens_.slice(f0, f0 + rows), run, iterations);
+      int64_t r = 0;
+      for (size_t i = a; i < b; ++i) {
+        const int64_t s = parts[i].images01.dim(0);
+        backend_.download_async(pose.slice(r, r + s), parts[i].seq->next_slot().pose.f32());
+        r += s;
+      }
+      f0 += rows;
+      a = b;
     }
     if (side) backend_.end_side();
     f0 = 0;

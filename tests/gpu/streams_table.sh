@@ -2,8 +2,8 @@
 # The many-cameras table on a GPU: `bench --streams N` (N sessions of one engine, each pushed
 # from its own thread, batched by the engine) at the reference profiler's settings for 1, 2, 4
 # and 8 streams, and 8 streams at window 16; then the same engine fed by live cameras
-# (`--rate`, capture times staggered; each result delivered as soon as it is computed): 4 at 12
-# frames/s and 8 at 9 frames/s (window 16). JSON per row under $OUT. Needs a built tree.
+# (`--rate`, capture times staggered; each result delivered as soon as it is computed): 4 at 10
+# and at 12 frames/s, and 8 at 9 frames/s (window 16). JSON per row under $OUT. Needs a built tree.
 # Usage, from the repository root: [OUT=...] [FRAMES_PER_STREAM=300] [DEVICE=cuda] \
 #   tests/gpu/streams_table.sh
 set -u
@@ -26,5 +26,6 @@ row 2 64
 row 4 64
 row 8 64
 row 8 16
+row 4 64 10
 row 4 64 12
 row 8 16 9

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "backend/ops.h"
 #include "cache/camera_cache.h"
 #include "heads_fixture.h"
+#include "lingbot/error.h"
 #include "model/weight_loader.h"
 
 namespace lingbot {
@@ -107,6 +110,59 @@ TEST(CameraHead, RollbackMatchesNonStoringCall) {
   cache.reset();
   EXPECT_EQ(cache.rows(), 0);
   EXPECT_EQ(cache.bytes_in_use(), 0u);
+}
+
+// One call over the frames of several sequences (a batched step) gives each sequence what a call
+// of its own gives, and stores into each cache what its own call stores. Not bit for bit:
+// OpenBLAS rounds a GEMM row differently with the row count of the call.
+TEST(CameraHead, OneCallOverSeveralCachesEqualsOneCallEach) {
+  const test::TinyStream fx("stream_kf1");
+  auto be = make_cpu_backend();
+  WeightLoader loader(fx.seed(), *be);
+  CameraHead head;
+  head.load(loader, fx.camera_config());
+  const Tensor t0 = camera_tokens(fx.tokens(0, 3)), t1 = camera_tokens(fx.tokens(1, 3)),
+               t2 = camera_tokens(fx.tokens(2, 3));
+  // Sequence a: its first call (the scale frames, stored); b: a streamed frame that is not
+  // stored; c: a streamed keyframe, stored.
+  auto prepare = [&](int calls_before) {
+    CameraCache cache = head.make_cache(*be, kIterations);
+    if (calls_before >= 1) head.run(*be, t0, cache, true);
+    if (calls_before >= 2) head.run(*be, t1, cache, true);
+    return cache;
+  };
+  CameraCache a1 = prepare(0), b1 = prepare(1), c1 = prepare(2);
+  const Tensor pa = head.run(*be, t0, a1, true), pb = head.run(*be, t1, b1, false),
+               pc = head.run(*be, t2, c1, true);
+
+  CameraCache a = prepare(0), b = prepare(1), c = prepare(2);
+  const int64_t sa = t0.dim(0);
+  Tensor tokens = Tensor::zeros({sa + 2, t0.dim(1)});
+  std::memcpy(tokens.raw(), t0.raw(), t0.nbytes());
+  std::memcpy(tokens[sa].raw(), t1.raw(), t1.nbytes());
+  std::memcpy(tokens[sa + 1].raw(), t2.raw(), t2.nbytes());
+  const std::vector<CameraPart> parts{{&a, sa, true}, {&b, 1, false}, {&c, 1, true}};
+  Tensor pose = be->download(head.enqueue(*be, tokens, parts, kIterations)).to(DType::F32);
+  CameraHead::apply_pose_activation(pose.f32(), pose.dim(0));
+  EXPECT_EQ(a.rows(), a1.rows());
+  EXPECT_EQ(b.rows(), b1.rows());
+  EXPECT_EQ(c.rows(), c1.rows());
+  const std::vector<std::pair<Tensor, Tensor>> pairs{
+      {pose.slice(0, sa), pa}, {pose.slice(sa, sa + 1), pb}, {pose.slice(sa + 1, sa + 2), pc}};
+  for (const auto& [got, want] : pairs) EXPECT_LE(test::compare(got, want).relative(), 1e-5);
+  // What each call stored: the next frame through each cache, alone.
+  const Tensor t3 = camera_tokens(fx.tokens(3, 3));
+  for (auto [mine, theirs] : {std::pair{&a, &a1}, {&b, &b1}, {&c, &c1}})
+    EXPECT_LE(test::compare(head.run(*be, t3, *mine, false), head.run(*be, t3, *theirs, false))
+                  .relative(),
+              1e-5);
+
+  // Parts that do not add up to the tokens, or caches of two dtypes, are refused.
+  const std::vector<CameraPart> short_parts{{&b, 1, false}};
+  EXPECT_THROW(head.enqueue(*be, tokens, short_parts, kIterations), Error);
+  CameraCache other = head.make_cache(*be, kIterations, DType::BF16);
+  const std::vector<CameraPart> mixed{{&a, sa, false}, {&other, 2, false}};
+  EXPECT_THROW(head.enqueue(*be, tokens, mixed, kIterations), Error);
 }
 
 }  // namespace
