@@ -36,16 +36,18 @@ TEST(BatchedSessions, TwoAndFourThreadsGetTheResultsOfEachAlone) {
 
 // The scheduler itself, under sessions that push in rounds (a barrier between frames): the
 // steps of a round arrive while the first of them runs, so they share steps, and every
-// session's step is carried exactly once.
-TEST(BatchedSessions, StepsOfSessionsReadyTogetherShareOneModelStep) {
+// session's step is carried exactly once. `iterations`, per camera: its camera-head iterations
+// (the head runs once per run of sessions with the same count in a step).
+void check_rounds(const std::vector<int>& iterations) {
   auto backend = make_cpu_backend();
   WeightLoader weights(1, *backend);
   Model model(*backend, weights, ModelConfig::preset("tiny"));
   StepScheduler scheduler(model);
-  std::vector<Camera> cams = cameras(4);
-  for (Camera& cam : cams) {
-    cam.frames.resize(9);
-    cam.options.flow_threshold = 0;  // every streamed frame one step
+  std::vector<Camera> cams = cameras(iterations.size());
+  for (size_t i = 0; i < cams.size(); ++i) {
+    cams[i].frames.resize(9);
+    cams[i].options.flow_threshold = 0;  // every streamed frame one step
+    cams[i].options.camera_iterations = iterations[i];
   }
   std::vector<Results> alone, got(cams.size());
   for (const Camera& cam : cams) {
@@ -81,6 +83,16 @@ TEST(BatchedSessions, StepsOfSessionsReadyTogetherShareOneModelStep) {
   EXPECT_LT(after.steps - before.steps, parts) << "no two sessions ever shared a step";
   for (size_t i = 0; i < cams.size(); ++i)
     expect_same(got[i], alone[i], "camera " + std::to_string(i));
+}
+
+TEST(BatchedSessions, StepsOfSessionsReadyTogetherShareOneModelStep) {
+  check_rounds({4, 4, 4, 4});
+}
+
+// Sessions whose camera heads iterate a different number of times share the transformer's step
+// and run their camera heads in one call per run of equal counts.
+TEST(BatchedSessions, SessionsWithOtherCameraIterationsShareSteps) {
+  check_rounds({4, 2, 2, 4});
 }
 
 TEST(BatchedSessions, ARefusedFrameOnOneThreadLeavesTheOthersTheirResults) {
