@@ -37,10 +37,11 @@ class Model {
   Output collect(SequenceState& seq);
   // One step over several sequences with frames of one size: each `images01` is that
   // sequence's [s, 3, H, W]. The token rows of all frames go through the network's linear layers
-  // together; each sequence attends over its own caches, and its outputs go to its own host
-  // slot, collected per sequence as above. A sequence's outputs are those of its step alone (on
-  // the CPU bit for bit). Several sequences in one step each bring one frame (multi-frame steps,
-  // phase 1, run alone); a sequence appears once. The step fails or is queued as a whole.
+  // together (the camera head's too); each sequence attends over its own caches, and its
+  // outputs go to its own host slot, collected per sequence as above. A sequence's outputs are
+  // those of its step alone up to the GEMMs' rounding, which may depend on the row count.
+  // Several sequences in one step each bring one frame (multi-frame steps, phase 1, run alone);
+  // a sequence appears once. The step fails or is queued as a whole.
   struct Part {
     SequenceState* seq = nullptr;
     Tensor images01;
