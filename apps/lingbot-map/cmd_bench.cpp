@@ -170,9 +170,9 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
   // up" latencies are those of frames pushed once every stream has.
   Clock::time_point caught_up = steady_from;
   bool all_caught_up = a.rate > 0;
+  const auto period = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(1.0 / std::max(a.rate, 1e-9)));
   for (auto& st : streams) {
-    const auto period = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(1.0 / std::max(a.rate, 1e-9)));
     int i = a.stream.scale_frames;
     while (i + 1 < a.frames && st.delivered[i] > st.pushed[i] + period) ++i;
     if (i + 1 >= a.frames) all_caught_up = false;
