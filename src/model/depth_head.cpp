@@ -160,14 +160,14 @@ size_t DepthHead::plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t 
   const int64_t np = (H / cfg.patch) * (W / cfg.patch);
   const auto& c = cfg.out_channels;
   Plan unused;
-  int64_t n = place(cfg, H, W, Tensor(), unused);
+  int64_t n = place(cfg, H, W, 1, Tensor(), unused);
   n += (c[0] + c[1] + c[2] + c[3]) * np;  // pos
   n += cfg.features / 2 * H * W;          // pos_out
   return static_cast<size_t>(n) * 4;
 }
 
-int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const Tensor& arena,
-                         Plan& pl) {
+int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, int64_t frames,
+                         const Tensor& arena, Plan& pl) {
   const int64_t p = cfg.patch, f = cfg.features, ph = H / p, pw = W / p, np = ph * pw;
   const auto& c = cfg.out_channels;
   const auto lh = level_sizes(ph), lw = level_sizes(pw);
@@ -180,29 +180,29 @@ int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const
   };
   // Projections and resize layers, then the refinenets; fused[0], which the output stage reads,
   // last.
-  take(pl.xn, {np, cfg.dim_in});
+  take(pl.xn, {frames * np, cfg.dim_in});
   for (int l = 0; l < 4; ++l) {
-    take(pl.rows[l], {np, c[l]});
-    take(pl.proj[l], {1, c[l], ph, pw});
+    take(pl.rows[l], {frames * np, c[l]});
+    take(pl.proj[l], {frames, c[l], ph, pw});
   }
-  take(pl.resized0, {1, c[0], lh[0], lw[0]});
-  take(pl.resized1, {1, c[1], lh[1], lw[1]});
-  take(pl.resized3, {1, c[3], lh[3], lw[3]});
+  take(pl.resized0, {frames, c[0], lh[0], lw[0]});
+  take(pl.resized1, {frames, c[1], lh[1], lw[1]});
+  take(pl.resized3, {frames, c[3], lh[3], lw[3]});
   for (int l = 3; l >= 0; --l) {
-    take(pl.r[l], {1, f, lh[l], lw[l]});
-    take(pl.tmp[l], {1, f, lh[l], lw[l]});
+    take(pl.r[l], {frames, f, lh[l], lw[l]});
+    take(pl.tmp[l], {frames, f, lh[l], lw[l]});
     // refinenet{l+1} upsamples to the next finer level; refinenet1 to twice level 0.
     const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
-    if (l > 0) take(pl.fused[l], {1, f, oh, ow});
+    if (l > 0) take(pl.fused[l], {frames, f, oh, ow});
   }
   const int64_t before_fused0 = at;
-  const Shape fused0{1, f, 2 * lh[0], 2 * lw[0]};
+  const Shape fused0{frames, f, 2 * lh[0], 2 * lw[0]};
   // The output stage from offset 0, then fused[0] after whichever ends later.
   at = 0;
-  take(pl.o1, {1, f / 2, 2 * lh[0], 2 * lw[0]});
-  take(pl.o1_up, {1, f / 2, H, W});
-  take(pl.o2, {1, cfg.head_hidden, H, W});
-  take(pl.logits, {1, cfg.out_dim, H, W});
+  take(pl.o1, {frames, f / 2, 2 * lh[0], 2 * lw[0]});
+  take(pl.o1_up, {frames, f / 2, H, W});
+  take(pl.o2, {frames, cfg.head_hidden, H, W});
+  take(pl.logits, {frames, cfg.out_dim, H, W});
   at = std::max(at, before_fused0);
   take(pl.fused[0], fused0);
   return at;
@@ -226,27 +226,36 @@ size_t DepthHead::scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64
   return static_cast<size_t>(most) * 4;
 }
 
-void DepthHead::plan_for(Backend& be, int H, int W) {
-  if (plan_.H == H && plan_.W == W) return;
-  const int64_t p = cfg_.patch, f = cfg_.features;
-  LINGBOT_CHECK(H > 0 && W > 0 && H % p == 0 && W % p == 0,
-                "depth head: image " + std::to_string(H) + "x" + std::to_string(W) +
-                    " is not a multiple of the patch size " + std::to_string(p));
-  const auto& c = cfg_.out_channels;
-  Plan pl;
-  pl.H = H;
-  pl.W = W;
-  pl.ph = H / p;
-  pl.pw = W / p;
-  const int64_t ph = pl.ph, pw = pl.pw;
-  const double aspect = static_cast<double>(W) / static_cast<double>(H);
-  for (int l = 0; l < 4; ++l)
-    pl.pos[l] = be.upload(uv_pos_embed(ph, pw, c[l], aspect, kPosRatio), DType::F32);
-  pl.pos_out = be.upload(uv_pos_embed(H, W, f / 2, aspect, kPosRatio), DType::F32);
-  Plan sizes;
-  pl.arena = be.alloc({place(cfg_, H, W, Tensor(), sizes)}, DType::F32);
-  place(cfg_, H, W, pl.arena, pl);
-  plan_ = std::move(pl);
+void DepthHead::plan_for(Backend& be, int H, int W, int64_t frames) {
+  if (plan_.H != H || plan_.W != W) {
+    const int64_t p = cfg_.patch, f = cfg_.features;
+    LINGBOT_CHECK(H > 0 && W > 0 && H % p == 0 && W % p == 0,
+                  "depth head: image " + std::to_string(H) + "x" + std::to_string(W) +
+                      " is not a multiple of the patch size " + std::to_string(p));
+    const auto& c = cfg_.out_channels;
+    Plan pl;
+    pl.H = H;
+    pl.W = W;
+    pl.ph = H / p;
+    pl.pw = W / p;
+    const double aspect = static_cast<double>(W) / static_cast<double>(H);
+    for (int l = 0; l < 4; ++l)
+      pl.pos[l] = be.upload(uv_pos_embed(pl.ph, pl.pw, c[l], aspect, kPosRatio), DType::F32);
+    pl.pos_out = be.upload(uv_pos_embed(H, W, f / 2, aspect, kPosRatio), DType::F32);
+    plan_ = std::move(pl);
+  }
+  if (frames > plan_.capacity) {
+    plan_.arena = Tensor();  // freed in stream order before the larger one is taken
+    Plan sizes;
+    plan_.arena = be.alloc({place(cfg_, H, W, frames, Tensor(), sizes)}, DType::F32);
+    plan_.capacity = frames;
+    plan_.frames = 0;
+  }
+  // A smaller batch places its views at the start of the same arena.
+  if (plan_.frames != frames) {
+    place(cfg_, H, W, frames, plan_.arena, plan_);
+    plan_.frames = frames;
+  }
 }
 
 // The reference's ReLUs are in-place, so the skip connection carries relu(x), not x:
@@ -273,17 +282,21 @@ void DepthHead::fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a
   be.upsample_bilinear(tmp, out);
 }
 
-void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t s, float* depth,
-                      float* conf) {
+void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int64_t first,
+                          const std::vector<float*>& depth, const std::vector<float*>& conf) {
   Plan& pl = plan_;
-  const int64_t np = pl.ph * pl.pw, tokens = layers[0].dim(1);
+  const int64_t n = pl.frames, np = pl.ph * pl.pw, tokens = layers[0].dim(1);
   std::optional<ProfileScope> stage(std::in_place, be, "depth: projections, resize");
   for (int l = 0; l < 4; ++l) {
-    const Tensor patches = layers[l][s].slice(tokens - np, tokens);
-    be.layer_norm(patches, &w_.norm_w, &w_.norm_b, kNormEps, pl.xn);
+    for (int64_t i = 0; i < n; ++i) {
+      Tensor xn = pl.xn.slice(i * np, (i + 1) * np);
+      be.layer_norm(layers[l][first + i].slice(tokens - np, tokens), &w_.norm_w, &w_.norm_b,
+                    kNormEps, xn);
+    }
     be.linear(pl.xn, w_.projects[l].w, &w_.projects[l].b, pl.rows[l]);
-    Tensor chw = pl.proj[l].reshape({1, pl.proj[l].dim(1), np});
-    be.transpose_last2(pl.rows[l].reshape({1, np, pl.rows[l].dim(1)}), chw);
+    const int64_t ch = pl.rows[l].dim(1);
+    Tensor chw = pl.proj[l].reshape({n, ch, np});
+    be.transpose_last2(pl.rows[l].reshape({n, np, ch}), chw);
     be.add(pl.proj[l], pl.pos[l]);
   }
   be.conv_transpose2d(pl.proj[0], w_.resize0.w, &w_.resize0.b, 4, pl.resized0);
@@ -308,34 +321,50 @@ void DepthHead::frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t 
 
   stage.emplace(be, "depth: activation, download");
   const int64_t plane = static_cast<int64_t>(pl.H) * pl.W;
-  Tensor both = pl.logits.reshape({2, plane});
-  Tensor d = both.slice(0, 1), c = both.slice(1, 2);
-  be.activate(d, Act::Exp);
-  be.activate(c, Act::ExpP1);
-  be.download_async(d, depth);
-  be.download_async(c, conf);
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor both = pl.logits[i].reshape({2, plane});
+    Tensor d = both.slice(0, 1), c = both.slice(1, 2);
+    be.activate(d, Act::Exp);
+    be.activate(c, Act::ExpP1);
+    be.download_async(d, depth[first + i]);
+    be.download_async(c, conf[first + i]);
+  }
 }
 
-DepthOutput DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W) {
-  const int64_t frames = layers[0].dim(0);
+DepthOutput DepthHead::run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W,
+                           int64_t batch) {
+  const int64_t frames = layers[0].dim(0), plane = static_cast<int64_t>(H) * W;
   DepthOutput out{Tensor::zeros({frames, H, W}), Tensor::zeros({frames, H, W})};
-  enqueue(be, layers, H, W, out.depth.f32(), out.conf.f32());
+  std::vector<float*> depth, conf;
+  for (int64_t s = 0; s < frames; ++s) {
+    depth.push_back(out.depth.f32() + s * plane);
+    conf.push_back(out.conf.f32() + s * plane);
+  }
+  enqueue(be, layers, H, W, depth, conf, batch);
   be.wait_fence(be.fence());
   return out;
 }
 
 void DepthHead::enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W,
-                        float* depth, float* conf) {
+                        const std::vector<float*>& depth, const std::vector<float*>& conf,
+                        int64_t batch) {
   LINGBOT_CHECK(w_.norm_w.defined(), "depth head: used before load");
-  plan_for(be, H, W);
-  const int64_t frames = layers[0].dim(0), np = plan_.ph * plan_.pw;
-  for (const Tensor& t : layers)
-    LINGBOT_CHECK(t.rank() == 3 && t.dim(0) == frames && t.dim(1) == layers[0].dim(1) &&
-                      t.dim(1) >= np && t.dim(2) == cfg_.dim_in,
-                  "depth head: expected 4 layers [S, T >= " + std::to_string(np) + ", " +
-                      std::to_string(cfg_.dim_in) + "], got " + shape_str(t.shape()));
-  const int64_t plane = static_cast<int64_t>(H) * W;
-  for (int64_t s = 0; s < frames; ++s) frame(be, layers, s, depth + s * plane, conf + s * plane);
+  const int64_t frames = layers[0].dim(0);
+  LINGBOT_CHECK(batch >= 1 && static_cast<int64_t>(depth.size()) == frames &&
+                    static_cast<int64_t>(conf.size()) == frames,
+                "depth head: " + std::to_string(frames) + " frames, " +
+                    std::to_string(depth.size()) + " depth and " + std::to_string(conf.size()) +
+                    " confidence outputs, batch " + std::to_string(batch));
+  for (int64_t first = 0; first < frames; first += batch) {
+    plan_for(be, H, W, std::min(batch, frames - first));
+    const int64_t np = plan_.ph * plan_.pw;
+    for (const Tensor& t : layers)
+      LINGBOT_CHECK(t.rank() == 3 && t.dim(0) == frames && t.dim(1) == layers[0].dim(1) &&
+                        t.dim(1) >= np && t.dim(2) == cfg_.dim_in,
+                    "depth head: expected 4 layers [S, T >= " + std::to_string(np) + ", " +
+                        std::to_string(cfg_.dim_in) + "], got " + shape_str(t.shape()));
+    run_batch(be, layers, first, depth, conf);
+  }
 }
 
 }  // namespace lingbot

@@ -1,10 +1,11 @@
 // DPT depth head: four aggregator layers are projected, resampled to a feature
 // pyramid at 1/4 .. 1/28 of the image, fused coarse to fine, and decoded to per-pixel depth and
-// confidence. Stateless and per-frame.
+// confidence. Stateless: each frame on its own, several at a time in one batch.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "backend/ops.h"
 #include "model/config.h"
@@ -68,29 +69,37 @@ class DepthHead {
   const DepthHeadConfig& config() const { return cfg_; }
 
   // layers: the 4 emitted aggregator layers, each [S, T, dim_in] on the backend, patch tokens
-  // last. H, W: image size, multiples of the patch size.
-  DepthOutput run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W);
-  // The same, queued only: depth and confidence of frame s land at depth + s*H*W and
-  // conf + s*H*W (host memory from Backend::alloc_host) once a later fence has passed.
-  void enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W, float* depth,
-               float* conf);
+  // last. H, W: image size, multiples of the patch size. Up to `batch` frames go through each
+  // op together: fewer, larger launches (the coarse levels' convolutions are small for one
+  // frame) for `batch` times the plan's memory. The results do not depend on it beyond the
+  // rounding of a GEMM over more rows.
+  DepthOutput run(Backend& be, const std::array<Tensor, 4>& layers, int H, int W,
+                  int64_t batch = 1);
+  // The same, queued only: depth and confidence of frame s land at depth[s] and conf[s] (H*W
+  // floats each, host memory from Backend::alloc_host) once a later fence has passed.
+  void enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H, int W,
+               const std::vector<float*>& depth, const std::vector<float*>& conf,
+               int64_t batch = 1);
 
   // For the memory preflight: what load reads; the plan for H x W images (kept while that size
   // runs); the largest scratch one of its convolutions asks of the backend.
   static ParamCount parameters(const DepthHeadConfig& cfg);
+  // The plan of one frame; a batch of n frames takes n times its work buffers.
   static size_t plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
   static size_t scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
 
  private:
-  // Buffers and positional embeddings for one frame at one resolution.
+  // Buffers for a batch of frames at one resolution, and the positional embeddings they share.
+  // The arena holds `capacity` frames; the views below are placed for the current batch.
   struct Plan {
     int H = 0, W = 0;
     int64_t ph = 0, pw = 0;
+    int64_t capacity = 0, frames = 0;
     std::array<Tensor, 4> pos;   // 0.1 · embed [1, C_l, ph, pw]
     Tensor pos_out;              // 0.1 · embed [1, features/2, H, W]
-    Tensor xn;                   // [P, dim_in]
-    std::array<Tensor, 4> rows;  // projections as rows [P, C_l]
-    std::array<Tensor, 4> proj;  // [1, C_l, ph, pw]
+    Tensor xn;                   // [frames * P, dim_in]
+    std::array<Tensor, 4> rows;  // projections as rows [frames * P, C_l]
+    std::array<Tensor, 4> proj;  // [frames, C_l, ph, pw]; the maps below are [frames, ...] too
     Tensor resized0, resized1, resized3;
     std::array<Tensor, 4> r;      // layer_rn outputs, pyramid level l
     std::array<Tensor, 4> tmp;    // at level l: the RCUs' inner activation, then out_conv's output
@@ -98,18 +107,20 @@ class DepthHead {
     Tensor o1, o1_up, o2, logits;
     Tensor arena;  // the memory of every work tensor above (see place)
   };
-  void plan_for(Backend& be, int H, int W);
-  // The plan's work tensors as views of one allocation: their offsets in floats, the total
-  // returned (`arena` undefined: sizes only, `pl` untouched). The output stage (o1 to logits)
-  // runs once everything but fused[0] is dead, so it reuses the memory of the projections and
-  // the refinenets instead of taking its own.
-  static int64_t place(const DepthHeadConfig& cfg, int64_t H, int64_t W, const Tensor& arena,
-                       Plan& pl);
+  // Makes the plan hold a batch of `frames` at H x W (growing its arena only past its capacity).
+  void plan_for(Backend& be, int H, int W, int64_t frames);
+  // The plan's work tensors for `frames` frames as views of one allocation: their offsets in
+  // floats, the total returned (`arena` undefined: sizes only, `pl` untouched). The output stage
+  // (o1 to logits) runs once everything but fused[0] is dead, so it reuses the memory of the
+  // projections and the refinenets instead of taking its own.
+  static int64_t place(const DepthHeadConfig& cfg, int64_t H, int64_t W, int64_t frames,
+                       const Tensor& arena, Plan& pl);
   void residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x, Tensor& tmp);
   void fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b, Tensor& tmp,
                     Tensor& out);
-  void frame(Backend& be, const std::array<Tensor, 4>& layers, int64_t s, float* depth,
-             float* conf);
+  // Frames first .. first + plan_.frames - 1 of the layers.
+  void run_batch(Backend& be, const std::array<Tensor, 4>& layers, int64_t first,
+                 const std::vector<float*>& depth, const std::vector<float*>& conf);
 
   DepthHeadConfig cfg_;
   DepthHeadWeights w_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backend/scratch.h"
 #include "lingbot/error.h"
@@ -248,16 +249,22 @@ void Model::enqueue(const std::vector<Part>& parts) {
       a = b;
     }
     if (side) backend_.end_side();
-    f0 = 0;
+    // The depth head writes each frame into its sequence's host slot. The one-frame steps of
+    // several sequences go through it together (its coarse levels are small launches for one
+    // frame); a sequence's first step (8 frames) goes frame by frame, so one sequence's plan
+    // stays the size of one frame.
+    std::vector<float*> depth_out, conf_out;
     for (const Part& part : parts) {
       const SequenceState::Slot& slot = part.seq->next_slot();
-      const int64_t s = part.images01.dim(0);
+      for (int64_t s = 0; s < part.images01.dim(0); ++s) {
+        depth_out.push_back(slot.depth.f32() + s * h * w);
+        conf_out.push_back(slot.conf.f32() + s * h * w);
+      }
+    }
+    {
       ProfileScope ps(backend_, "depth head");
-      std::array<Tensor, 4> own;
-      for (size_t l = 0; l < own.size(); ++l) own[l] = layers[l].slice(f0, f0 + s);
-      depth_.enqueue(backend_, own, static_cast<int>(h), static_cast<int>(w), slot.depth.f32(),
-                     slot.conf.f32());
-      f0 += s;
+      depth_.enqueue(backend_, layers, static_cast<int>(h), static_cast<int>(w), depth_out,
+                     conf_out, static_cast<int64_t>(parts.size()));
     }
     backend_.end_step();
   } catch (...) {
