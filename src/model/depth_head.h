@@ -81,6 +81,13 @@ class DepthHead {
                const std::vector<float*>& depth, const std::vector<float*>& conf,
                int64_t batch = 1);
 
+  // Frees the work buffers (kept for the largest batch so far) until the next call; the
+  // positional embeddings stay.
+  void release_buffers() {
+    plan_.arena = Tensor();
+    plan_.capacity = plan_.frames = 0;
+  }
+
   // For the memory preflight: what load reads; the plan for H x W images (kept while that size
   // runs); the largest scratch one of its convolutions asks of the backend.
   static ParamCount parameters(const DepthHeadConfig& cfg);

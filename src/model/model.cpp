@@ -182,8 +182,10 @@ void Model::enqueue(const std::vector<Part>& parts) {
   // several sequences keep one set per batch size for the next.
   const auto phase1 = [](const std::vector<int64_t>& sh) { return sh.size() == 3 && sh[2] > 1; };
   if (shape != last_shape_ && (phase1(shape) || phase1(last_shape_) || last_shape_.size() < 2 ||
-                               last_shape_[0] != h || last_shape_[1] != w))
+                               last_shape_[0] != h || last_shape_[1] != w)) {
     aggregator_.release_buffers();  // freed in stream order
+    depth_.release_buffers();       // (sized for the largest batch of sequences so far)
+  }
   backend_.begin_step(!Profile::enabled() && shape == last_shape_);
   last_shape_ = shape;
   // The one place a failed step is undone: the backend drops what it recorded, each sequence
