@@ -245,7 +245,7 @@ void DepthHead::plan_for(Backend& be, int H, int W, int64_t frames) {
     plan_ = std::move(pl);
   }
   if (frames > plan_.capacity) {
-    plan_.arena = Tensor();  // freed in stream order before the larger one is taken
+    release_buffers();  // freed in stream order before the larger arena is taken
     Plan sizes;
     plan_.arena = be.alloc({place(cfg_, H, W, frames, Tensor(), sizes)}, DType::F32);
     plan_.capacity = frames;
@@ -256,6 +256,18 @@ void DepthHead::plan_for(Backend& be, int H, int W, int64_t frames) {
     place(cfg_, H, W, frames, plan_.arena, plan_);
     plan_.frames = frames;
   }
+}
+
+void DepthHead::release_buffers() {
+  // The views share the arena's memory: all of them go.
+  Plan kept;
+  kept.H = plan_.H;
+  kept.W = plan_.W;
+  kept.ph = plan_.ph;
+  kept.pw = plan_.pw;
+  kept.pos = plan_.pos;
+  kept.pos_out = plan_.pos_out;
+  plan_ = std::move(kept);
 }
 
 // The reference's ReLUs are in-place, so the skip connection carries relu(x), not x:

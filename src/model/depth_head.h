@@ -83,10 +83,7 @@ class DepthHead {
 
   // Frees the work buffers (kept for the largest batch so far) until the next call; the
   // positional embeddings stay.
-  void release_buffers() {
-    plan_.arena = Tensor();
-    plan_.capacity = plan_.frames = 0;
-  }
+  void release_buffers();
 
   // For the memory preflight: what load reads; the plan for H x W images (kept while that size
   // runs); the largest scratch one of its convolutions asks of the backend.
