@@ -253,8 +253,8 @@ void Model::enqueue(const std::vector<Part>& parts) {
     if (side) backend_.end_side();
     // The depth head writes each frame into its sequence's host slot. The one-frame steps of
     // several sequences go through it together (its coarse levels are small launches for one
-    // frame); a sequence's first step (8 frames) goes frame by frame, so one sequence's plan
-    // stays the size of one frame.
+    // frame); a sequence's first step (its scale frames) goes frame by frame, so one sequence's
+    // plan stays the size of one frame.
     std::vector<float*> depth_out, conf_out;
     for (const Part& part : parts) {
       const SequenceState::Slot& slot = part.seq->next_slot();
