@@ -60,6 +60,11 @@ inline std::vector<BadCall> bad_calls() {
                      Tensor x = t(b, {1, 3, 4, 4}), y = t(b, {1, 2, 8, 8});
                      b.upsample_bilinear(x, y);
                    }});
+  calls.push_back(
+      {"upsample_bilinear: cannot broadcast [1, 2, 8, 7] onto [1, 2, 8, 8]", [t](Backend& b) {
+         Tensor x = t(b, {1, 2, 4, 4}), y = t(b, {1, 2, 8, 8}), add = t(b, {1, 2, 8, 7});
+         b.upsample_bilinear(x, y, &add);
+       }});
   calls.push_back({"conv2d: input must be F32, got I32", [t](Backend& b) {
                      Tensor x = b.alloc({1, 3, 8, 8}, DType::I32), w = t(b, {4, 3, 3, 3});
                      Tensor y = t(b, {1, 4, 6, 6});

@@ -355,12 +355,18 @@ void Backend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b
   do_conv_transpose2d(x, w, b, stride, y);
 }
 
-void Backend::upsample_bilinear(const Tensor& x, Tensor& y) {
+void Backend::upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) {
   check(x, "upsample_bilinear", "input", true);
   check(y, "upsample_bilinear", "output", true);
   LINGBOT_CHECK(x.rank() == 4 && y.rank() == 4 && y.dim(0) * y.dim(1) == x.dim(0) * x.dim(1),
                 shapes("upsample_bilinear", {{"input", &x}, {"output", &y}}));
-  do_upsample_bilinear(x, y);
+  if (add) {
+    check(*add, "upsample_bilinear", "addend", true);
+    LINGBOT_CHECK(add->numel() > 0 && y.numel() % add->numel() == 0,
+                  "upsample_bilinear: cannot broadcast " + shape_str(add->shape()) + " onto " +
+                      shape_str(y.shape()));
+  }
+  do_upsample_bilinear(x, y, add);
 }
 
 }  // namespace lingbot

@@ -191,8 +191,9 @@ class Backend {
               Act act = Act::None, bool accumulate = false);
   // Transposed conv with kernel == stride, no padding; w[Ci, Co, k, k].
   void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, Tensor& y);
-  // Bilinear resize to y's size with align_corners = true.
-  void upsample_bilinear(const Tensor& x, Tensor& y);
+  // Bilinear resize to y's size with align_corners = true; with `add`, y = resize(x) + add, the
+  // addend repeated over y as add() broadcasts (a position embedding over the frames of a batch).
+  void upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add = nullptr);
 
  protected:
   // The dtypes this backend stores and computes in; operands in any other are refused.
@@ -229,7 +230,7 @@ class Backend {
                          Tensor& y, Act act, bool accumulate) = 0;
   virtual void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
                                    Tensor& y) = 0;
-  virtual void do_upsample_bilinear(const Tensor& x, Tensor& y) = 0;
+  virtual void do_upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) = 0;
 
  private:
   // `what` of op `op` lives on this device, in a dtype this backend handles (F32 if `f32`).

@@ -326,8 +326,7 @@ void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int6
 
   stage.emplace(be, "depth: output convs");
   be.conv2d(pl.fused[0], w_.output_conv1.w, &w_.output_conv1.b, 1, 1, pl.o1);
-  be.upsample_bilinear(pl.o1, pl.o1_up);
-  be.add(pl.o1_up, pl.pos_out);
+  be.upsample_bilinear(pl.o1, pl.o1_up, &pl.pos_out);
   be.conv2d(pl.o1_up, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1, pl.o2, Act::ReLU);
   be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
 

@@ -1394,20 +1394,26 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
                         {{1, 128, 54, 72}, 32, 1, true},      {{2, 32, 5, 3}, 70, 1, true},
                         {{1, 64, 23, 29}, 200, 1, true},      {{1, 32, 130, 150}, 256, 1, true},
                         {{1, 1024, 27, 36}, 256, 1, true, 1}, {{2, 64, 9, 11}, 70, 1, false, 1},
-                        {{1, 32, 41, 53}, 2, 1, true, 1}};
+                        {{1, 32, 41, 53}, 2, 1, true, 1},     {{1, 192, 17, 19}, 384, 1, true},
+                        {{3, 64, 7, 5}, 130, 2, false}};
   gpu().allow_fast_convolutions(true);
-  // Every tile width on every case (the automatic choice takes 128 only for large layers).
-  for (const char* bn : {"auto", "32", "64", "128"})
-    for (const auto& c : cases) {
-      if (std::strcmp(bn, "auto") == 0)
-        unsetenv("LINGBOT_CONV_BN");
-      else
-        setenv("LINGBOT_CONV_BN", bn, 1);
-      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " k=" + std::to_string(c.k) +
-                   " s=" + std::to_string(c.stride) + " BN " + bn);
-      check_conv(rng, c.x, c.co, c.k, c.stride, c.bias, Act::None, false, true);
-    }
+  // Both kernels (on Hopper the wgmma one takes input channels in multiples of 64 and more than
+  // 64 outputs; elsewhere, and for the other layers, the mma.sync one) and every tile width on
+  // every case (the automatic choice takes the widest only for large layers).
+  for (const char* wgmma : {"1", "0"})
+    for (const char* bn : {"auto", "32", "64", "128", "256"})
+      for (const auto& c : cases) {
+        setenv("LINGBOT_CONV_WGMMA", wgmma, 1);
+        if (std::strcmp(bn, "auto") == 0)
+          unsetenv("LINGBOT_CONV_BN");
+        else
+          setenv("LINGBOT_CONV_BN", bn, 1);
+        SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " k=" + std::to_string(c.k) +
+                     " s=" + std::to_string(c.stride) + " BN " + bn + " wgmma " + wgmma);
+        check_conv(rng, c.x, c.co, c.k, c.stride, c.bias, Act::None, false, true);
+      }
   unsetenv("LINGBOT_CONV_BN");
+  unsetenv("LINGBOT_CONV_WGMMA");
   gpu().allow_fast_convolutions(false);
 }
 
@@ -1422,25 +1428,27 @@ TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
     int64_t co;
     int stride;
   };
-  const Case cases[] = {{{1, 64, 23, 29}, 200, 1},
-                        {{1, 96, 14, 18}, 256, 2},
-                        {{2, 32, 5, 3}, 70, 1},
-                        {{1, 256, 7, 9}, 64, 1}};
+  const Case cases[] = {{{1, 64, 23, 29}, 200, 1}, {{1, 96, 14, 18}, 256, 2},
+                        {{2, 32, 5, 3}, 70, 1},    {{1, 256, 7, 9}, 64, 1},
+                        {{1, 128, 9, 7}, 256, 1},  {{2, 64, 6, 5}, 130, 2}};
   gpu().allow_fast_convolutions(true);
-  for (const char* splits : {"auto", "1", "3", "7"})
-    for (const auto& c : cases)
-      for (int mode = 0; mode < 3; ++mode) {  // plain, ReLU, accumulate
-        if (std::strcmp(splits, "auto") == 0)
-          unsetenv("LINGBOT_CONV_SPLITS");
-        else
-          setenv("LINGBOT_CONV_SPLITS", splits, 1);
-        SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
-                     " s=" + std::to_string(c.stride) + " splits " + splits + " mode " +
-                     std::to_string(mode));
-        check_conv(rng, c.x, c.co, 3, c.stride, true, mode == 1 ? Act::ReLU : Act::None, mode == 2,
-                   true);
-      }
+  for (const char* wgmma : {"1", "0"})
+    for (const char* splits : {"auto", "1", "3", "7"})
+      for (const auto& c : cases)
+        for (int mode = 0; mode < 3; ++mode) {  // plain, ReLU, accumulate
+          setenv("LINGBOT_CONV_WGMMA", wgmma, 1);
+          if (std::strcmp(splits, "auto") == 0)
+            unsetenv("LINGBOT_CONV_SPLITS");
+          else
+            setenv("LINGBOT_CONV_SPLITS", splits, 1);
+          SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
+                       " s=" + std::to_string(c.stride) + " splits " + splits + " mode " +
+                       std::to_string(mode) + " wgmma " + wgmma);
+          check_conv(rng, c.x, c.co, 3, c.stride, true, mode == 1 ? Act::ReLU : Act::None,
+                     mode == 2, true);
+        }
   unsetenv("LINGBOT_CONV_SPLITS");
+  unsetenv("LINGBOT_CONV_WGMMA");
   gpu().allow_fast_convolutions(false);
 }
 
@@ -1564,16 +1572,22 @@ TEST(GpuOps, UpsampleBilinearMatchesCpu) {
   struct Case {
     Shape in, out;
   };
-  for (const Case& c : {Case{{2, 3, 7, 9}, {2, 3, 28, 36}}, Case{{1, 2, 13, 17}, {1, 2, 29, 31}},
-                        Case{{1, 1, 5, 6}, {1, 1, 1, 4}}, Case{{1, 4, 30, 40}, {1, 4, 15, 20}}}) {
-    SCOPED_TRACE(shape_str(c.in) + " -> " + shape_str(c.out));
-    Tensor x = rng.tensor(c.in);
-    Tensor want = Tensor::zeros(c.out);
-    cpu().upsample_bilinear(x, want);
-    Tensor y = poisoned(c.out, DType::F32);
-    gpu().upsample_bilinear(gpu().upload(x, DType::F32), y);
-    EXPECT_LT(rel_err(y, want), kTolF32);
-  }
+  // Rows of whole quads (36, 20, 288) take the kernel's 16-byte path, the others its scalar one;
+  // with an addend of one image, repeated over the batch as the depth head's position embedding.
+  for (const Case& c :
+       {Case{{2, 3, 7, 9}, {2, 3, 28, 36}}, Case{{1, 2, 13, 17}, {1, 2, 29, 31}},
+        Case{{1, 1, 5, 6}, {1, 1, 1, 4}}, Case{{1, 4, 30, 40}, {1, 4, 15, 20}},
+        Case{{3, 5, 108, 144}, {3, 5, 216, 288}}, Case{{2, 2, 9, 7}, {2, 2, 19, 517}}})
+    for (bool with_add : {false, true}) {
+      SCOPED_TRACE(shape_str(c.in) + " -> " + shape_str(c.out) + (with_add ? " + addend" : ""));
+      Tensor x = rng.tensor(c.in), add = rng.tensor({1, c.out[1], c.out[2], c.out[3]});
+      Tensor want = Tensor::zeros(c.out);
+      cpu().upsample_bilinear(x, want, with_add ? &add : nullptr);
+      Tensor gadd = gpu().upload(add, DType::F32);
+      Tensor y = poisoned(c.out, DType::F32);
+      gpu().upsample_bilinear(gpu().upload(x, DType::F32), y, with_add ? &gadd : nullptr);
+      EXPECT_LT(rel_err(y, want), kTolF32);
+    }
 }
 
 TEST(GpuOps, ReportsBadShapes) {

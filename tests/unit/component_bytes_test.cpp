@@ -81,7 +81,9 @@ class CountingBackend final : public Backend {
                            Tensor& y) override {
     cpu_->conv_transpose2d(x, w, b, stride, y);
   }
-  void do_upsample_bilinear(const Tensor& x, Tensor& y) override { cpu_->upsample_bilinear(x, y); }
+  void do_upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) override {
+    cpu_->upsample_bilinear(x, y, add);
+  }
 
  private:
   std::unique_ptr<Backend> cpu_;

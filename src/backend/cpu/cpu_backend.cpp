@@ -336,7 +336,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void do_upsample_bilinear(const Tensor& x, Tensor& y) override {
+  void do_upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) override {
     const int64_t nc = x.dim(0) * x.dim(1), hi = x.dim(2), wi = x.dim(3);
     const int64_t ho = y.dim(2), wo = y.dim(3);
     // align_corners: src = o * (in-1)/(out-1), the scale formed in float as PyTorch does.
@@ -367,6 +367,7 @@ class CpuBackend final : public Backend {
               l0 * (w0 * r0[x0[ox]] + w1 * r0[x1[ox]]) + l1 * (w0 * r1[x0[ox]] + w1 * r1[x1[ox]]);
         }
       }
+    if (add) do_add(y, *add, nullptr, 1.f);
   }
 };
 

@@ -275,8 +275,9 @@ void add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t
 // tmp[(co, a, b), pixel] -> y[co, yy*k + a, xx*k + b] + bias[co]
 void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64_t co, int k,
                             int64_t hi, int64_t wi, cudaStream_t s);
+// y = bilinear resize of x (align_corners), plus add[i % add_n] where `add` is not null.
 void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
-                       int64_t wo, cudaStream_t s);
+                       int64_t wo, const float* add, int64_t add_n, cudaStream_t s);
 
 // ---- conv.cu ---------------------------------------------------------------------------------
 // Implicit-GEMM convolution on bf16 tensor cores (inputs rounded to bf16, fp32 accumulation).
@@ -297,15 +298,18 @@ void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int
                        cudaStream_t s);
 // A convolution's tile width and K splits, and the scratch they take: the input channels-last
 // in bf16, and the partial sums where K is split; never more than the im2col columns of the same
-// convolution (scratch::conv2d_floats). `sms`: the device's multiprocessors, for the tile choice.
-// LINGBOT_CONV_BN=32|64|128 forces the output channels per CTA, LINGBOT_CONV_SPLITS=n the K
-// splits (tests, measurements).
+// convolution (scratch::conv2d_floats). `sms`: the device's multiprocessors, for the tile choice;
+// `sm90a`: the device runs the wgmma kernel (layers of input channels a multiple of 64 and more
+// than 64 outputs). LINGBOT_CONV_BN=32|64|128|256 forces the output channels per CTA,
+// LINGBOT_CONV_SPLITS=n the K splits, LINGBOT_CONV_WGMMA=0 the mma.sync kernel (tests,
+// measurements).
 struct ConvPlan {
+  bool wgmma = false;
   int bn = 64, splits = 1;
   size_t input_bytes = 0, partial_bytes = 0;
   size_t scratch_bytes() const { return input_bytes + partial_bytes; }
 };
-ConvPlan conv_plan(const ConvArgs& a, int sms);
+ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a);
 void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream_t s);
 
 // ---- gemm.cc ---------------------------------------------------------------------------------

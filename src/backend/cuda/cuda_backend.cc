@@ -497,7 +497,8 @@ class CudaBackend final : public Backend {
       a.pad = pad;
       a.relu = relu;
       a.accumulate = accumulate;
-      const cuda::ConvPlan plan = cuda::conv_plan(a, ctx_->prop.multiProcessorCount);
+      const cuda::ConvPlan plan =
+          cuda::conv_plan(a, ctx_->prop.multiProcessorCount, runs_sm90a(ctx_->prop));
       cuda::conv2d_bf16(a, plan, ctx_->scratch.get(plan.scratch_bytes(), s()), s());
       return;
     }
@@ -593,9 +594,10 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void do_upsample_bilinear(const Tensor& x, Tensor& y) override {
+  void do_upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) override {
     const int64_t nc = x.dim(0) * x.dim(1);
-    cuda::upsample_bilinear(x.f32(), y.f32(), nc, x.dim(2), x.dim(3), y.dim(2), y.dim(3), s());
+    cuda::upsample_bilinear(x.f32(), y.f32(), nc, x.dim(2), x.dim(3), y.dim(2), y.dim(3),
+                            add ? add->f32() : nullptr, add ? add->numel() : 0, s());
   }
 
  private:

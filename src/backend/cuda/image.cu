@@ -59,20 +59,43 @@ __global__ void scatter_tconv_kernel(const float* __restrict__ tmp, const float*
 
 // Mirrors the CPU reference's float arithmetic (scale formed in float, PyTorch's recipe). Grid
 // (columns, rows, planes): no per-element 64-bit division, which dominated at 378x504x128.
-__global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__ y, int hi, int wi,
+// Four consecutive outputs of a row per thread: its 16-byte store (and the addend's load) where
+// the rows are whole multiples of four (kQuads), else one value at a time. `add` (or null) is
+// added to each output as add[i % add_n].
+template <bool kQuads>
+__global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                const float* __restrict__ add, int64_t add_n, int hi, int wi,
                                 int ho, int wo, float sh, float sw) {
-  const int ox = blockIdx.x * blockDim.x + threadIdx.x, oy = blockIdx.y;
-  if (ox >= wo) return;
+  const int ox0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), oy = blockIdx.y;
+  if (ox0 >= wo) return;
   const int64_t c = blockIdx.z;
   const float sy = __fmul_rn(sh, static_cast<float>(oy));
   const int y0 = static_cast<int>(sy), y1 = y0 + (y0 < hi - 1 ? 1 : 0);
   const float l1 = sy - static_cast<float>(y0), l0 = 1.f - l1;
-  const float sx = __fmul_rn(sw, static_cast<float>(ox));
-  const int x0 = static_cast<int>(sx), x1 = x0 + (x0 < wi - 1 ? 1 : 0);
-  const float w1 = sx - static_cast<float>(x0), w0 = 1.f - w1;
   const float* r0 = x + (c * hi + y0) * wi;
   const float* r1 = x + (c * hi + y1) * wi;
-  y[(c * ho + oy) * wo + ox] = l0 * (w0 * r0[x0] + w1 * r0[x1]) + l1 * (w0 * r1[x0] + w1 * r1[x1]);
+  const int64_t o = (c * ho + oy) * wo + ox0;
+  float v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int ox = min(ox0 + j, wo - 1);
+    const float sx = __fmul_rn(sw, static_cast<float>(ox));
+    const int x0 = static_cast<int>(sx), x1 = x0 + (x0 < wi - 1 ? 1 : 0);
+    const float w1 = sx - static_cast<float>(x0), w0 = 1.f - w1;
+    v[j] = l0 * (w0 * r0[x0] + w1 * r0[x1]) + l1 * (w0 * r1[x0] + w1 * r1[x1]);
+  }
+  if constexpr (kQuads) {
+    if (add) {
+      const float4 a = *reinterpret_cast<const float4*>(add + o % add_n);
+      v[0] += a.x;
+      v[1] += a.y;
+      v[2] += a.z;
+      v[3] += a.w;
+    }
+    *reinterpret_cast<float4*>(y + o) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    for (int j = 0; j < 4 && ox0 + j < wo; ++j) y[o + j] = add ? v[j] + add[(o + j) % add_n] : v[j];
+  }
 }
 
 }  // namespace
@@ -119,18 +142,26 @@ void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64
 }
 
 void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
-                       int64_t wo, cudaStream_t s) {
+                       int64_t wo, const float* add, int64_t add_n, cudaStream_t s) {
   if (nc * ho * wo <= 0) return;
   const float sh = ho > 1 ? static_cast<float>(hi - 1) / static_cast<float>(ho - 1) : 0.f;
   const float sw = wo > 1 ? static_cast<float>(wi - 1) / static_cast<float>(wo - 1) : 0.f;
-  constexpr int kRow = 128;
+  // Quads need 16-byte aligned rows of y and of the addend (a whole number of rows of y).
+  const bool quads = wo % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+                     (!add || (reinterpret_cast<uintptr_t>(add) % 16 == 0 && add_n % 4 == 0));
+  // A block covers a row in whole warps, up to 512 outputs.
+  const int row = static_cast<int>(std::min<int64_t>(128, ((wo + 3) / 4 + 31) / 32 * 32));
   for (int64_t c0 = 0; c0 < nc; c0 += 65535) {  // gridDim.z limit
     const int64_t planes = std::min<int64_t>(65535, nc - c0);
-    const dim3 grid(static_cast<unsigned>((wo + kRow - 1) / kRow), static_cast<unsigned>(ho),
-                    static_cast<unsigned>(planes));
-    upsample_kernel<<<grid, kRow, 0, s>>>(x + c0 * hi * wi, y + c0 * ho * wo, static_cast<int>(hi),
-                                          static_cast<int>(wi), static_cast<int>(ho),
-                                          static_cast<int>(wo), sh, sw);
+    const dim3 grid(static_cast<unsigned>((wo + 4 * row - 1) / (4 * row)),
+                    static_cast<unsigned>(ho), static_cast<unsigned>(planes));
+    // The planes of this launch start c0 planes into y, so the addend's index goes on from there.
+    const float* a = add ? add + (c0 * ho * wo) % add_n : nullptr;
+    const int64_t an = add ? add_n : 1;
+    auto* kernel = quads ? upsample_kernel<true> : upsample_kernel<false>;
+    kernel<<<grid, row, 0, s>>>(x + c0 * hi * wi, y + c0 * ho * wo, a, an, static_cast<int>(hi),
+                                static_cast<int>(wi), static_cast<int>(ho), static_cast<int>(wo),
+                                sh, sw);
     LB_CUDA_LAUNCHED();
   }
 }
