@@ -366,14 +366,15 @@ void DepthHead::enqueue(Backend& be, const std::array<Tensor, 4>& layers, int H,
                 "depth head: " + std::to_string(frames) + " frames, " +
                     std::to_string(depth.size()) + " depth and " + std::to_string(conf.size()) +
                     " confidence outputs, batch " + std::to_string(batch));
+  // The layers are checked once, before any plan is made for them.
+  const int64_t np = static_cast<int64_t>(H / cfg_.patch) * (W / cfg_.patch);
+  for (const Tensor& t : layers)
+    LINGBOT_CHECK(t.rank() == 3 && t.dim(0) == frames && t.dim(1) == layers[0].dim(1) &&
+                      t.dim(1) >= np && t.dim(2) == cfg_.dim_in,
+                  "depth head: expected 4 layers [S, T >= " + std::to_string(np) + ", " +
+                      std::to_string(cfg_.dim_in) + "], got " + shape_str(t.shape()));
   for (int64_t first = 0; first < frames; first += batch) {
     plan_for(be, H, W, std::min(batch, frames - first));
-    const int64_t np = plan_.ph * plan_.pw;
-    for (const Tensor& t : layers)
-      LINGBOT_CHECK(t.rank() == 3 && t.dim(0) == frames && t.dim(1) == layers[0].dim(1) &&
-                        t.dim(1) >= np && t.dim(2) == cfg_.dim_in,
-                    "depth head: expected 4 layers [S, T >= " + std::to_string(np) + ", " +
-                        std::to_string(cfg_.dim_in) + "], got " + shape_str(t.shape()));
     run_batch(be, layers, first, depth, conf);
   }
 }

@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "backend/ops.h"
 #include "heads_fixture.h"
+#include "lingbot/error.h"
 #include "model/weight_loader.h"
 
 namespace lingbot {
@@ -63,6 +65,27 @@ TEST(DepthHeadParity, TinyFramesInBatches) {
 // The head is stateless; the kf3 stream only brings different tokens.
 TEST(DepthHeadParity, TinyKeyframeInterval3) {
   check_stream("stream_kf3");
+}
+
+// Layers of the wrong shape are one clear error.
+TEST(DepthHead, LayersOfTheWrongShapeAreOneLine) {
+  test::TinyStream fx("stream_kf1");
+  auto be = make_cpu_backend();
+  WeightLoader loader(fx.seed(), *be);
+  DepthHead head;
+  head.load(loader, fx.depth_config());
+  std::array<Tensor, 4> layers;
+  for (int l = 0; l < 4; ++l) layers[l] = be->upload(fx.tokens(0, l), DType::F32);
+  const int64_t s = layers[0].dim(0), t = layers[0].dim(1), c = layers[0].dim(2);
+  layers[2] = be->alloc({s, t, c - 1}, DType::F32);
+  try {
+    head.run(*be, layers, fx.H, fx.W);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("depth head: expected 4 layers"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
 }
 
 TEST(DepthHead, UvEmbeddingGrid) {
