@@ -1577,7 +1577,9 @@ TEST(GpuOps, UpsampleBilinearMatchesCpu) {
   for (const Case& c :
        {Case{{2, 3, 7, 9}, {2, 3, 28, 36}}, Case{{1, 2, 13, 17}, {1, 2, 29, 31}},
         Case{{1, 1, 5, 6}, {1, 1, 1, 4}}, Case{{1, 4, 30, 40}, {1, 4, 15, 20}},
-        Case{{3, 5, 108, 144}, {3, 5, 216, 288}}, Case{{2, 2, 9, 7}, {2, 2, 19, 517}}})
+        Case{{3, 5, 108, 144}, {3, 5, 216, 288}}, Case{{2, 2, 9, 7}, {2, 2, 19, 517}},
+        // more planes than one launch takes (65,535): the addend's index goes on across launches
+        Case{{2, 32800, 1, 2}, {2, 32800, 2, 4}}, Case{{2, 32800, 1, 2}, {2, 32800, 2, 3}}})
     for (bool with_add : {false, true}) {
       SCOPED_TRACE(shape_str(c.in) + " -> " + shape_str(c.out) + (with_add ? " + addend" : ""));
       Tensor x = rng.tensor(c.in), add = rng.tensor({1, c.out[1], c.out[2], c.out[3]});

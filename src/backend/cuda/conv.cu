@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
 // every pixel and every output channel contributes one 128-byte row, which all 256 threads copy
 // with cp.async straight into the 128-byte swizzle that wgmma reads. Each warpgroup keeps one
 // product in flight while it issues the next, so a stage is refilled two steps after its use:
-// kWStages - 2 steps are loading while two are being multiplied.
+// of the ring's wg_stages() stages, all but two are loading while two are being multiplied.
 constexpr int kWBK = 64;
 template <int BN>
 constexpr int wg_stages() {

@@ -61,11 +61,11 @@ __global__ void scatter_tconv_kernel(const float* __restrict__ tmp, const float*
 // (columns, rows, planes): no per-element 64-bit division, which dominated at 378x504x128.
 // Four consecutive outputs of a row per thread: its 16-byte store (and the addend's load) where
 // the rows are whole multiples of four (kQuads), else one value at a time. `add` (or null) is
-// added to each output as add[i % add_n].
+// added to output i of this launch as add[(add0 + i) % add_n].
 template <bool kQuads>
 __global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                const float* __restrict__ add, int64_t add_n, int hi, int wi,
-                                int ho, int wo, float sh, float sw) {
+                                const float* __restrict__ add, int64_t add0, int64_t add_n, int hi,
+                                int wi, int ho, int wo, float sh, float sw) {
   const int ox0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), oy = blockIdx.y;
   if (ox0 >= wo) return;
   const int64_t c = blockIdx.z;
@@ -86,7 +86,7 @@ __global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__
   }
   if constexpr (kQuads) {
     if (add) {
-      const float4 a = *reinterpret_cast<const float4*>(add + o % add_n);
+      const float4 a = *reinterpret_cast<const float4*>(add + (add0 + o) % add_n);
       v[0] += a.x;
       v[1] += a.y;
       v[2] += a.z;
@@ -94,7 +94,8 @@ __global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__
     }
     *reinterpret_cast<float4*>(y + o) = make_float4(v[0], v[1], v[2], v[3]);
   } else {
-    for (int j = 0; j < 4 && ox0 + j < wo; ++j) y[o + j] = add ? v[j] + add[(o + j) % add_n] : v[j];
+    for (int j = 0; j < 4 && ox0 + j < wo; ++j)
+      y[o + j] = add ? v[j] + add[(add0 + o + j) % add_n] : v[j];
   }
 }
 
@@ -156,12 +157,11 @@ void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t
     const dim3 grid(static_cast<unsigned>((wo + 4 * row - 1) / (4 * row)),
                     static_cast<unsigned>(ho), static_cast<unsigned>(planes));
     // The planes of this launch start c0 planes into y, so the addend's index goes on from there.
-    const float* a = add ? add + (c0 * ho * wo) % add_n : nullptr;
-    const int64_t an = add ? add_n : 1;
+    const int64_t an = add ? add_n : 1, a0 = (c0 * ho * wo) % an;
     auto* kernel = quads ? upsample_kernel<true> : upsample_kernel<false>;
-    kernel<<<grid, row, 0, s>>>(x + c0 * hi * wi, y + c0 * ho * wo, a, an, static_cast<int>(hi),
-                                static_cast<int>(wi), static_cast<int>(ho), static_cast<int>(wo),
-                                sh, sw);
+    kernel<<<grid, row, 0, s>>>(x + c0 * hi * wi, y + c0 * ho * wo, add, a0, an,
+                                static_cast<int>(hi), static_cast<int>(wi), static_cast<int>(ho),
+                                static_cast<int>(wo), sh, sw);
     LB_CUDA_LAUNCHED();
   }
 }
