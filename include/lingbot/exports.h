@@ -43,6 +43,11 @@ class ResultSink {
   virtual void add(const FrameResult& result, const Tensor* rgb) = 0;
   virtual void finish() = 0;
   virtual std::string name() const { return "export"; }  // the format, for messages
+  // True when this sink's files name files that the sinks before it write for the same frame
+  // (COLMAP and nerfstudio list images/ and depth/): whoever runs sinks on separate threads must
+  // finish a frame in every earlier sink before this one adds it, so that an interrupted run
+  // never lists a file that is not there.
+  virtual bool refers_to_earlier() const { return false; }
 };
 
 // File name (relative, PNG) of frame `index` in images/, depth/ and confidence/.
@@ -115,6 +120,7 @@ struct ExportOptions {
 // throws Error naming an unknown entry.
 std::vector<std::string> parse_export_list(const std::string& list);
 
+// In an order in which every sink that refers_to_earlier() comes after the files it names.
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);
 
 // Collects every frame's results into predictions.safetensors: pose_enc [S, 9], c2w and w2c

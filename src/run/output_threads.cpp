@@ -26,25 +26,54 @@ void OutputThreads::stop() {
     if (o->thread.joinable()) o->thread.join();
 }
 
-void OutputThreads::serve(Output& o) {
-  while (std::optional<Item> item = o.queue->pop()) {
-    if (failed_) continue;  // drain: the run is stopping
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      o.sink->add(*item->result, item->frame.get());
-    } catch (const std::exception& e) {
-      fail(*o.sink, e.what());
+// Every output gets every result in the same order, so the n-th item of each is one frame.
+// Earlier outputs never wait for later ones, and the device thread queues a result for the
+// earlier ones first, so the waiting cannot close a cycle.
+void OutputThreads::wait_for_earlier(const Output& o, int64_t frames) {
+  std::unique_lock<std::mutex> lock(progress_m_);
+  progress_.wait(lock, [&] {
+    if (failed_) return true;
+    for (const auto& e : outputs_) {
+      if (e.get() == &o) return true;
+      if (e->done < frames) return false;
     }
-    o.busy_ns +=
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
+    return true;
+  });
+}
+
+void OutputThreads::serve(Output& o) {
+  const bool after_earlier = o.sink->refers_to_earlier();
+  int64_t n = 0;
+  while (std::optional<Item> item = o.queue->pop()) {
+    ++n;
+    if (after_earlier) wait_for_earlier(o, n);
+    if (!failed_) {  // else drain: the run is stopping
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        o.sink->add(*item->result, item->frame.get());
+      } catch (const std::exception& e) {
+        fail(*o.sink, e.what());
+      }
+      o.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count();
+    }
+    {
+      std::lock_guard<std::mutex> lock(progress_m_);
+      o.done = n;
+    }
+    progress_.notify_all();
   }
 }
 
 void OutputThreads::fail(const ResultSink& sink, const std::string& message) {
   std::lock_guard<std::mutex> lock(m_);
   if (error_.empty()) error_ = "export " + sink.name() + " failed: " + message;
-  failed_ = true;
+  {
+    std::lock_guard<std::mutex> progress_lock(progress_m_);  // seen by outputs waiting for this
+    failed_ = true;
+  }
+  progress_.notify_all();
   // Wake the device thread should it wait for a full queue of this or another output.
   for (auto& o : outputs_) o->queue->close();
 }

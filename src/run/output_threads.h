@@ -1,8 +1,11 @@
 // The output stage of a run: each export on its own thread behind a bounded queue, fed the
 // results in frame order, so that encoding and writing files overlap the device and each other.
+// An export that refers_to_earlier() adds a frame only once every export before it has: its
+// files never name a picture or depth map that is not written yet.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,9 +44,11 @@ class OutputThreads {
     std::shared_ptr<ResultSink> sink;
     std::unique_ptr<BoundedQueue<Item>> queue;
     std::atomic<int64_t> busy_ns{0};
+    int64_t done = 0;  // frames added (or dropped after a failure); guarded by progress_m_
     std::thread thread;
   };
   void serve(Output& o);
+  void wait_for_earlier(const Output& o, int64_t frames);
   void fail(const ResultSink& sink, const std::string& message);
   void throw_if_failed();
   void stop();
@@ -52,6 +57,8 @@ class OutputThreads {
   std::mutex m_;
   std::string error_;
   std::atomic<bool> failed_{false};
+  std::mutex progress_m_;
+  std::condition_variable progress_;
 };
 
 }  // namespace lingbot

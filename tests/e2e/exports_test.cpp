@@ -394,10 +394,18 @@ TEST_F(Exports, KilledDemoKeepsValidExports) {
   const auto glb = test::read_glb(out + "/points.glb");
   EXPECT_TRUE(glb.ok()) << glb.error;
   const auto ns = nlohmann::json::parse(std::ifstream(out + "/transforms.json"));
-  // Sinks run in order for each frame, so nerfstudio may trail frames.jsonl by one frame.
-  EXPECT_GE(ns["frames"].size() + 1, json.size());
-  for (const auto& j : ns["frames"])
-    EXPECT_TRUE(fs::exists(out + "/" + j["file_path"].get<std::string>()));
+  // nerfstudio adds a frame after every export before it (frames.jsonl, depth, images), so it
+  // lists no frame, picture or depth map that is not written.
+  EXPECT_LE(ns["frames"].size(), json.size());
+  for (const auto& j : ns["frames"]) {
+    EXPECT_TRUE(fs::exists(out + "/" + j["file_path"].get<std::string>())) << j;
+    if (j.contains("depth_file_path"))
+      EXPECT_TRUE(fs::exists(out + "/" + j["depth_file_path"].get<std::string>())) << j;
+  }
+  // COLMAP likewise: "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME", then an empty line of 2D
+  // points.
+  for (const auto& l : data_lines(out + "/colmap/images.txt"))
+    if (!l.empty()) EXPECT_TRUE(fs::exists(out + "/images/" + l.substr(l.rfind(' ') + 1))) << l;
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ float centred(float c) {
 class ColmapSink : public ResultSink {
  public:
   std::string name() const override { return "colmap"; }
+  bool refers_to_earlier() const override { return true; }
   ColmapSink(const std::string& dir, PointOptions o, FrameNamer name)
       : o_(o),
         name_(std::move(name)),
@@ -102,6 +103,7 @@ class ColmapSink : public ResultSink {
 class NerfstudioSink : public ResultSink {
  public:
   std::string name() const override { return "nerfstudio"; }
+  bool refers_to_earlier() const override { return true; }
   NerfstudioSink(const std::string& path, NerfstudioOptions o, FrameNamer name)
       : file_(path, false), o_(std::move(o)), name_(std::move(name)) {
     std::string head = "{\n  \"camera_model\": \"OPENCV\",\n";
