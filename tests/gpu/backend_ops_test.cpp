@@ -1395,11 +1395,12 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
                         {{1, 64, 23, 29}, 200, 1, true},      {{1, 32, 130, 150}, 256, 1, true},
                         {{1, 1024, 27, 36}, 256, 1, true, 1}, {{2, 64, 9, 11}, 70, 1, false, 1},
                         {{1, 32, 41, 53}, 2, 1, true, 1},     {{1, 192, 17, 19}, 384, 1, true},
-                        {{3, 64, 7, 5}, 130, 2, false}};
+                        {{3, 64, 7, 5}, 130, 2, false},       {{2, 64, 19, 23}, 17, 1, true},
+                        {{1, 128, 9, 13}, 1, 1, true, 1}};
   gpu().allow_fast_convolutions(true);
   // Both kernels (on Hopper the wgmma one takes input channels in multiples of 64 and more than
-  // 64 outputs; elsewhere, and for the other layers, the mma.sync one) and every tile width on
-  // every case (the automatic choice takes the widest only for large layers).
+  // 64 or at most 32 outputs; elsewhere, and for the other layers, the mma.sync one) and every
+  // tile width on every case (the automatic choice takes the widest only for large layers).
   for (const char* wgmma : {"1", "0"})
     for (const char* bn : {"auto", "32", "64", "128", "256"})
       for (const auto& c : cases) {
@@ -1430,7 +1431,8 @@ TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
   };
   const Case cases[] = {{{1, 64, 23, 29}, 200, 1}, {{1, 96, 14, 18}, 256, 2},
                         {{2, 32, 5, 3}, 70, 1},    {{1, 256, 7, 9}, 64, 1},
-                        {{1, 128, 9, 7}, 256, 1},  {{2, 64, 6, 5}, 130, 2}};
+                        {{1, 128, 9, 7}, 256, 1},  {{2, 64, 6, 5}, 130, 2},
+                        {{2, 128, 11, 13}, 24, 1}};
   gpu().allow_fast_convolutions(true);
   for (const char* wgmma : {"1", "0"})
     for (const char* splits : {"auto", "1", "3", "7"})

@@ -64,13 +64,6 @@ __device__ __forceinline__ void store_pair(const KernelArgs& a, int row, int h, 
   }
 }
 
-// Byte offset of 16-byte chunk `c` of row `r` in a [rows][64] bf16 tile. XOR-ing the chunk with
-// the row spreads the 8 rows an ldmatrix phase reads over all 32 banks; on a 1024-byte aligned
-// tile it is also exactly the hardware's 128-byte swizzle, which wgmma descriptors understand.
-__device__ __forceinline__ uint32_t swz(int r, int c) {
-  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
-}
-
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);

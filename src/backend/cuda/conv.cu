@@ -17,9 +17,9 @@
 // order, so the result does not depend on scheduling. The weights are packed once per weight
 // tensor by the caller ([co rounded up to 128][tap][ci], bf16).
 //
-// On Hopper the layers with input channels in multiples of 64 and more than 64 outputs run a
-// wgmma kernel instead (below): the same loads, 64 channels a K step, the products issued by
-// warpgroups from shared memory (a 108 x 144 refinenet convolution 81 -> 68 us, the split
+// On Hopper the layers with input channels in multiples of 64 and more than 64 (or at most 32)
+// outputs run a wgmma kernel instead (below): the same loads, 64 channels a K step, the products
+// issued by warpgroups from shared memory (a 108 x 144 refinenet convolution 81 -> 68 us, the split
 // 54 x 72 ones 38 -> 21 us).
 #include <algorithm>
 #include <cstdlib>
@@ -83,6 +83,69 @@ __global__ void to_channels_last_kernel(const float* __restrict__ x,
   }
 }
 
+// The part of the work one CTA does: output pixels from m0 and channels from n0 of image `img`,
+// the K steps [kt0, kt0 + nk) of its split.
+struct Tile {
+  int img, split, kt0, nk, m0, n0, npix;
+};
+template <int BN, int BK>
+__device__ __forceinline__ Tile tile_of(const KernelArgs& a) {
+  Tile t;
+  const int ktiles = a.ci * a.kh * a.kw / BK;
+  t.img = blockIdx.z / a.splits;
+  t.split = blockIdx.z - t.img * a.splits;
+  t.kt0 = static_cast<int>(int64_t(ktiles) * t.split / a.splits);
+  t.nk = static_cast<int>(int64_t(ktiles) * (t.split + 1) / a.splits) - t.kt0;
+  t.m0 = blockIdx.x * kBM;
+  t.n0 = blockIdx.y * BN;
+  t.npix = a.ho * a.wo;
+  return t;
+}
+
+// Output pixel `pix` of a copying thread: the input position its window starts at, and whether
+// it is a pixel at all (the last tile runs past the end).
+struct PixelOrigin {
+  int by = 0, bx = 0;
+  bool ok = false;
+};
+__device__ __forceinline__ PixelOrigin origin_of(const KernelArgs& a, int pix, int npix) {
+  PixelOrigin o;
+  o.ok = pix < npix;
+  const int oy = o.ok ? pix / a.wo : 0, ox = o.ok ? pix - oy * a.wo : 0;
+  o.by = oy * a.stride - a.pad;
+  o.bx = ox * a.stride - a.pad;
+  return o;
+}
+
+// The 16 bytes at channel c of the input under tap (ky, kx) of such a pixel for cp.async: false
+// where the window lies over the zero padding (then `src` is any valid address, never read).
+__device__ __forceinline__ bool tap_source(const KernelArgs& a, const __nv_bfloat16* x,
+                                           const PixelOrigin& o, int ky, int kx, int c,
+                                           const __nv_bfloat16*& src) {
+  const int iy = o.by + ky, ix = o.bx + kx;
+  const bool ok = o.ok && iy >= 0 && iy < a.hi && ix >= 0 && ix < a.wi;
+  src = ok ? x + (int64_t(iy) * a.wi + ix) * a.ci + c : a.x;
+  return ok;
+}
+
+// Where a CTA's outputs go: y itself without a split, else its split's partial sums.
+__device__ __forceinline__ float* out_plane0(const KernelArgs& a, const Tile& t) {
+  return a.out + (int64_t(a.splits == 1 ? 0 : t.split) * a.images + t.img) * a.co * t.npix;
+}
+
+// One output: without a split the whole epilogue, with one the partial sum alone.
+__device__ __forceinline__ void store_out(const KernelArgs& a, float* out, int npix, int p, int c,
+                                          float v) {
+  if (p >= npix || c >= a.co) return;
+  float* dst = out + int64_t(c) * npix + p;
+  if (a.splits == 1) {
+    if (a.bias) v += a.bias[c];
+    if (a.relu) v = fmaxf(v, 0.f);
+    if (a.accumulate) v += *dst;
+  }
+  *dst = v;
+}
+
 template <int BN>
 __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
   constexpr int kWarpN = BN / 2, kNT = kWarpN / 8;              // channels and n8 tiles per warp
@@ -94,26 +157,16 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp & 3, warp_n = warp >> 2;
-  const int npix = a.ho * a.wo, K = a.ci * a.kh * a.kw, ktiles = K / kBK;
-  const int img = blockIdx.z / a.splits, split = blockIdx.z - img * a.splits;
-  const int kt0 = static_cast<int>(int64_t(ktiles) * split / a.splits);
-  const int nk = static_cast<int>(int64_t(ktiles) * (split + 1) / a.splits) - kt0;
-  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * BN;
-  const __nv_bfloat16* x = a.x + int64_t(img) * a.hi * a.wi * a.ci;
+  const Tile tl = tile_of<BN, kBK>(a);
+  const int K = a.ci * a.kh * a.kw, m0 = tl.m0, n0 = tl.n0;
+  const __nv_bfloat16* x = a.x + int64_t(tl.img) * a.hi * a.wi * a.ci;
 
   // Each thread copies 16 bytes (8 channels, chunk `ch` of 4) of pixel rows `ar` and `ar + 64`,
   // and of weight rows `ar + 64 i`.
   const int ar = tid >> 2, ch = tid & 3;
-  int by[2], bx[2];
-  bool pix_ok[2];
+  PixelOrigin org[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int pix = m0 + ar + 64 * i;
-    pix_ok[i] = pix < npix;
-    const int oy = pix_ok[i] ? pix / a.wo : 0, ox = pix_ok[i] ? pix - oy * a.wo : 0;
-    by[i] = oy * a.stride - a.pad;
-    bx[i] = ox * a.stride - a.pad;
-  }
+  for (int i = 0; i < 2; ++i) org[i] = origin_of(a, m0 + ar + 64 * i, tl.npix);
   const bool b_loader = ar < BN;
 
   auto load = [&](int kt, int stage) {
@@ -121,9 +174,8 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
     const int ky = tap / a.kw, kx = tap - ky * a.kw;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const int iy = by[i] + ky, ix = bx[i] + kx;
-      const bool ok = pix_ok[i] && iy >= 0 && iy < a.hi && ix >= 0 && ix < a.wi;
-      const __nv_bfloat16* src = ok ? x + (int64_t(iy) * a.wi + ix) * a.ci + c0 + ch * 8 : a.x;
+      const __nv_bfloat16* src;
+      const bool ok = tap_source(a, x, org[i], ky, kx, c0 + ch * 8, src);
       cp_async16(sA + ((stage * kAStage + (ar + 64 * i) * kPitch + ch * 8) * 2), src, ok);
     }
     if (b_loader) {
@@ -136,6 +188,7 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
     }
   };
 
+  const int kt0 = tl.kt0, nk = tl.nk;
   float acc[2][kNT][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -172,32 +225,19 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
   }
   cp_async_wait<0>();
 
-  const bool direct = a.splits == 1;
-  float* out = a.out + (int64_t(direct ? 0 : split) * a.images + img) * a.co * npix;
+  float* out = out_plane0(a, tl);
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
+  for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < kNT; ++ni) {
+    for (int ni = 0; ni < kNT; ++ni)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int p = m0 + warp_m * 32 + mi * 16 + g + (r >> 1) * 8;
-        const int c = n0 + warp_n * kWarpN + ni * 8 + 2 * t + (r & 1);
-        if (p >= npix || c >= a.co) continue;
-        float* dst = out + int64_t(c) * npix + p;
-        float v = acc[mi][ni][r];
-        if (direct) {
-          if (a.bias) v += a.bias[c];
-          if (a.relu) v = fmaxf(v, 0.f);
-          if (a.accumulate) v += *dst;
-        }
-        *dst = v;
-      }
-    }
-  }
+      for (int r = 0; r < 4; ++r)
+        store_out(a, out, tl.npix, m0 + warp_m * 32 + mi * 16 + g + (r >> 1) * 8,
+                  n0 + warp_n * kWarpN + ni * 8 + 2 * t + (r & 1), acc[mi][ni][r]);
 }
 
-// The same convolution on Hopper's warpgroup products. 128 pixels x BN (128 or 256) output
+// The same convolution on Hopper's warpgroup products. 128 pixels x BN (32, 128 or 256) output
 // channels per CTA, two warpgroups of 64 pixels; a K step is one tap and 64 input channels, so
 // every pixel and every output channel contributes one 128-byte row, which all 256 threads copy
 // with cp.async straight into the 128-byte swizzle that wgmma reads. Each warpgroup keeps one
@@ -206,7 +246,7 @@ __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
 constexpr int kWBK = 64;
 template <int BN>
 constexpr int wg_stages() {
-  return BN == 256 ? 4 : 6;
+  return BN == 256 ? 4 : BN == 128 ? 6 : 5;  // 32 wide: 100 KB, two CTAs a multiprocessor
 }
 template <int BN>
 constexpr int wg_smem_bytes() {
@@ -214,46 +254,37 @@ constexpr int wg_smem_bytes() {
 }
 
 template <int BN>
-__global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(KernelArgs a) {
+__global__ void __launch_bounds__(kThreads, BN == 32 ? 2 : 1) conv_wgmma_kernel(KernelArgs a) {
 #ifdef LINGBOT_WGMMA_BODY
-  constexpr int kS = wg_stages<BN>(), kAhead = kS - 2, kHalves = BN / 128;
+  // Products of up to 128 output channels each: kHalves of kNB channels.
+  constexpr int kNB = BN < 128 ? BN : 128, kHalves = BN / kNB;
+  constexpr int kS = wg_stages<BN>(), kAhead = kS - 2;
   constexpr uint32_t kAStage = kBM * 128, kBStage = BN * 128;  // bytes
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sA = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   const uint32_t sB = sA + kS * kAStage;
 
   const int tid = threadIdx.x, wg = tid >> 7;
-  const int npix = a.ho * a.wo, K = a.ci * a.kh * a.kw, ktiles = K / kWBK;
-  const int img = blockIdx.z / a.splits, split = blockIdx.z - img * a.splits;
-  const int kt0 = static_cast<int>(int64_t(ktiles) * split / a.splits);
-  const int nk = static_cast<int>(int64_t(ktiles) * (split + 1) / a.splits) - kt0;
-  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * BN;
+  const Tile tl = tile_of<BN, kWBK>(a);
+  const int K = a.ci * a.kh * a.kw, m0 = tl.m0, n0 = tl.n0, kt0 = tl.kt0, nk = tl.nk;
   const int co_rows = (a.co + 127) / 128 * 128;  // rows of the packed weights
-  const __nv_bfloat16* x = a.x + int64_t(img) * a.hi * a.wi * a.ci;
+  const __nv_bfloat16* x = a.x + int64_t(tl.img) * a.hi * a.wi * a.ci;
 
   // Thread copies 16-byte chunk `ch` of rows r0 + 32 j (pixels, then output channels); rows
   // 32 apart share their place in the swizzle atom.
   const int ch = tid & 7, r0 = tid >> 3;
-  const uint32_t dst0 = swz128(r0, ch);
-  int by[4], bx[4];
-  bool pix_ok[4];
+  const uint32_t dst0 = swz(r0, ch);
+  PixelOrigin org[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int pix = m0 + r0 + 32 * j;
-    pix_ok[j] = pix < npix;
-    const int oy = pix_ok[j] ? pix / a.wo : 0, ox = pix_ok[j] ? pix - oy * a.wo : 0;
-    by[j] = oy * a.stride - a.pad;
-    bx[j] = ox * a.stride - a.pad;
-  }
+  for (int j = 0; j < 4; ++j) org[j] = origin_of(a, m0 + r0 + 32 * j, tl.npix);
   auto load = [&](int kt, int stage) {
     const int k0 = kt * kWBK, tap = k0 / a.ci, c0 = k0 - tap * a.ci;
     const int ky = tap / a.kw, kx = tap - ky * a.kw;
     const uint32_t da = sA + stage * kAStage + dst0, db = sB + stage * kBStage + dst0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int iy = by[j] + ky, ix = bx[j] + kx;
-      const bool ok = pix_ok[j] && iy >= 0 && iy < a.hi && ix >= 0 && ix < a.wi;
-      const __nv_bfloat16* src = ok ? x + (int64_t(iy) * a.wi + ix) * a.ci + c0 + ch * 8 : a.x;
+      const __nv_bfloat16* src;
+      const bool ok = tap_source(a, x, org[j], ky, kx, c0 + ch * 8, src);
       cp_async16(da + j * 32 * 128, src, ok);
     }
 #pragma unroll
@@ -264,11 +295,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(KernelArgs a) {
     }
   };
 
-  float acc[kHalves][64];
+  float acc[kHalves][kNB / 2];
 #pragma unroll
   for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[h][i] = 0.f;
+    for (int i = 0; i < kNB / 2; ++i) acc[h][i] = 0.f;
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < nk) load(kt0 + s, s);
@@ -287,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(KernelArgs a) {
       const uint64_t da = desc_kmajor(a_st) + 2 * kk;
 #pragma unroll
       for (int h = 0; h < kHalves; ++h)
-        wgmma_ss(acc[h], da, desc_kmajor(b_st + h * 128 * 128) + 2 * kk, 1);
+        wgmma_ss(acc[h], da, desc_kmajor(b_st + h * kNB * 128) + 2 * kk, 1);
     }
     wgmma_commit();
     wgmma_wait<1>();
@@ -298,27 +329,15 @@ __global__ void __launch_bounds__(kThreads, 1) conv_wgmma_kernel(KernelArgs a) {
   cp_async_wait<0>();
 
   // Accumulator i of thread (warp w, g = lane / 4, t = lane % 4) of a warpgroup: row
-  // 16 w + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 t + i % 2 of its 64 x 128 half.
-  const bool direct = a.splits == 1;
-  float* out = a.out + (int64_t(direct ? 0 : split) * a.images + img) * a.co * npix;
+  // 16 w + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 t + i % 2 of its 64 x kNB product.
+  float* out = out_plane0(a, tl);
   const int lane = tid & 31, w = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int h = 0; h < kHalves; ++h) {
+  for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      const int p = m0 + wg * 64 + w * 16 + g + ((i >> 1) & 1) * 8;
-      const int c = n0 + h * 128 + (i >> 2) * 8 + 2 * t + (i & 1);
-      if (p >= npix || c >= a.co) continue;
-      float* dst = out + int64_t(c) * npix + p;
-      float v = acc[h][i];
-      if (direct) {
-        if (a.bias) v += a.bias[c];
-        if (a.relu) v = fmaxf(v, 0.f);
-        if (a.accumulate) v += *dst;
-      }
-      *dst = v;
-    }
-  }
+    for (int i = 0; i < kNB / 2; ++i)
+      store_out(a, out, tl.npix, m0 + wg * 64 + w * 16 + g + ((i >> 1) & 1) * 8,
+                n0 + h * kNB + (i >> 2) * 8 + 2 * t + (i & 1), acc[h][i]);
 #endif
 }
 
@@ -343,14 +362,15 @@ ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a) {
   ConvPlan p;
   const int64_t npix = int64_t(a.ho) * a.wo, tiles_m = (npix + kBM - 1) / kBM;
   // Read per call: tests switch them. LINGBOT_CONV_WGMMA=0 keeps the mma.sync kernel; a forced
-  // width of 32 or 64 is that kernel's, 128 either's, 256 the wgmma kernel's.
+  // width of 64 is that kernel's, 32 either's (the wgmma kernel's for at most 32 outputs), 128
+  // either's, 256 the wgmma kernel's. Layers of at most 32 outputs take the 32-wide wgmma tile.
   const char* env_wg = std::getenv("LINGBOT_CONV_WGMMA");
   const char* env = std::getenv("LINGBOT_CONV_BN");
   const int forced = env && *env ? std::atoi(env) : 0;
-  p.wgmma = sm90a && a.ci % kWBK == 0 && a.co > 64 && forced != 32 && forced != 64 &&
-            !(env_wg && std::strcmp(env_wg, "0") == 0);
+  p.wgmma = sm90a && a.ci % kWBK == 0 && (a.co > 64 || a.co <= 32) && forced != 64 &&
+            !(forced == 32 && a.co > 32) && !(env_wg && std::strcmp(env_wg, "0") == 0);
   if (p.wgmma) {
-    p.bn = forced == 128 || forced == 256 ? forced : a.co > 128 ? 256 : 128;
+    p.bn = a.co <= 32 ? 32 : forced == 128 || forced == 256 ? forced : a.co > 128 ? 256 : 128;
   } else {
     p.bn = a.co > 64 ? 128 : a.co > 32 ? 64 : 32;
     if (forced == 32 || forced == 64 || forced == 128) p.bn = forced;
@@ -364,11 +384,12 @@ ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a) {
   const int64_t budget = int64_t(a.images) * kdim * scratch::im2col_chunk_pixels(kdim, npix) * 4 -
                          static_cast<int64_t>(p.input_bytes);
   const int64_t per_split = int64_t(a.images) * a.co * npix * 4;
-  // The wgmma kernel's shared memory holds one CTA per multiprocessor: split only as far as the
-  // splits still run in one wave (122 tiles stay whole; a second, part-filled wave plus the
-  // partials' pass cost more than the idle tenth). The mma.sync kernel fits two per
+  // The wgmma kernel's shared memory holds one CTA per multiprocessor (two at 32 wide): split
+  // only as far as the splits still run in one wave (122 tiles stay whole; a second, part-filled
+  // wave plus the partials' pass cost more than the idle tenth). The mma.sync kernel fits two per
   // multiprocessor and splits until the tiles cover them once.
-  int64_t splits = ctas >= sms ? 1 : p.wgmma ? sms / ctas : (sms + ctas - 1) / ctas;
+  const int64_t per_wave = p.wgmma && p.bn == 32 ? 2 * sms : sms;
+  int64_t splits = ctas >= per_wave ? 1 : p.wgmma ? per_wave / ctas : (sms + ctas - 1) / ctas;
   splits = std::min<int64_t>({splits, ktiles / 4, kMaxSplits, budget / per_split});
   const char* env_split = std::getenv("LINGBOT_CONV_SPLITS");  // tests force splitting
   if (env_split && *env_split)
@@ -439,8 +460,10 @@ void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream
   const dim3 grid((npix + kBM - 1) / kBM, (a.co + p.bn - 1) / p.bn, a.images * p.splits);
   if (p.wgmma && p.bn == 256)
     launch_wgmma<256>(k, grid, s);
-  else if (p.wgmma)
+  else if (p.wgmma && p.bn == 128)
     launch_wgmma<128>(k, grid, s);
+  else if (p.wgmma)
+    launch_wgmma<32>(k, grid, s);
   else if (p.bn == 128)
     launch<128>(k, grid, s);
   else if (p.bn == 64)

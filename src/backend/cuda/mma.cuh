@@ -25,6 +25,14 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
                : "memory");
 }
 
+// Byte offset of 16-byte chunk `c` of row `r` in a tile of 128-byte rows ([rows][64] bf16).
+// XOR-ing the chunk with the row spreads the 8 rows an ldmatrix phase reads over all 32 banks;
+// on a 1024-byte aligned tile it is also exactly the hardware's 128-byte swizzle, which wgmma
+// descriptors understand.
+__device__ __forceinline__ uint32_t swz(int r, int c) {
+  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
+}
+
 // Four 8x8 b16 matrices; lanes 8j..8j+7 address the rows of matrix j, register j receives
 // (row g, columns 2t, 2t+1) of it, or with .trans (rows 2t, 2t+1, column g).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
