@@ -586,6 +586,18 @@ TEST_F(Sinks, ExportListsAndTheLayoutOfMakeSinks) {
   o.formats = parse_export_list("all");
   auto sinks = make_sinks(o);
   EXPECT_EQ(sinks.size(), 10u);  // one per format (images also serves colmap and nerfstudio)
+  // The exports that name other exports' files (COLMAP and nerfstudio list images/ and depth/)
+  // say so, and come after those: a runner on separate threads orders each frame by that.
+  std::vector<std::string> order;
+  for (const auto& s : sinks) {
+    order.push_back(s->name());
+    const bool names_files = s->name() == "colmap" || s->name() == "nerfstudio";
+    EXPECT_EQ(s->refers_to_earlier(), names_files) << s->name();
+    if (names_files)
+      for (const char* earlier : {"images", "depth"})
+        EXPECT_NE(std::find(order.begin(), order.end(), earlier), order.end())
+            << s->name() << " before " << earlier;
+  }
   const Tensor rgb = make_rgb_u8(2);
   for (int f = 0; f < 2; ++f)
     for (auto& s : sinks) s->add(make_frame(f), &rgb);
