@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "lingbot/error.h"
@@ -13,13 +16,31 @@
 namespace lingbot {
 namespace {
 
-// Counts the frames it has added; sleeps first, so that a later export would overtake it.
+// Counts the frames it has added; sleeps first, so that a later export would overtake it, or,
+// given a gate, holds its first frame until the gate opens.
 class SlowSink : public ResultSink {
  public:
-  SlowSink(std::atomic<int64_t>& added, int throw_at = -1, int ms = 2)
-      : added_(added), throw_at_(throw_at), ms_(ms) {}
+  struct Gate {
+    std::mutex m;
+    std::condition_variable cv;
+    bool open = false;
+    void release() {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        open = true;
+      }
+      cv.notify_all();
+    }
+  };
+  SlowSink(std::atomic<int64_t>& added, int throw_at = -1, Gate* gate = nullptr)
+      : added_(added), throw_at_(throw_at), gate_(gate) {}
   void add(const FrameResult& r, const Tensor*) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    if (gate_) {
+      std::unique_lock<std::mutex> lock(gate_->m);
+      gate_->cv.wait(lock, [&] { return gate_->open; });
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     if (r.index == throw_at_) throw Error("disk full");
     added_ = r.index + 1;
   }
@@ -29,7 +50,7 @@ class SlowSink : public ResultSink {
  private:
   std::atomic<int64_t>& added_;
   const int64_t throw_at_;
-  const int ms_;
+  Gate* const gate_;
 };
 
 // Records, for every frame, how many frames the slow export had added by then.
@@ -39,6 +60,7 @@ class ListingSink : public ResultSink {
       : earlier_(earlier), ordered_(ordered) {}
   void add(const FrameResult& r, const Tensor*) override {
     seen.emplace_back(r.index, earlier_.load());
+    if (after_add) after_add();
   }
   void finish() override { finished = true; }
   bool refers_to_earlier() const override { return ordered_; }
@@ -46,6 +68,7 @@ class ListingSink : public ResultSink {
 
   std::vector<std::pair<int64_t, int64_t>> seen;
   bool finished = false;
+  std::function<void()> after_add;
 
  private:
   const std::atomic<int64_t>& earlier_;
@@ -75,17 +98,22 @@ TEST(OutputThreads, AnExportThatRefersToEarlierOnesWaitsForThem) {
 }
 
 TEST(OutputThreads, OtherExportsRunAhead) {
-  // Without the ordering the fast export is not held back: it has finished frames the slow one
-  // has not (the point of one thread each).
+  // Without the ordering the fast export is not held back: it adds every frame while the slow
+  // one still holds its first (the point of one thread each).
   std::atomic<int64_t> added{0};
-  auto slow = std::make_shared<SlowSink>(added, -1, 25);
+  SlowSink::Gate gate;
+  auto slow = std::make_shared<SlowSink>(added, -1, &gate);
   auto listing = std::make_shared<ListingSink>(added, false);
   const int64_t n = 8;
+  listing->after_add = [&] {
+    if (int64_t(listing->seen.size()) == n) gate.release();
+  };
   OutputThreads out({slow, listing}, n);
   for (int64_t i = 0; i < n; ++i) out.add(frame(i), nullptr);
   out.finish();
   ASSERT_EQ(listing->seen.size(), size_t(n));
-  EXPECT_LT(listing->seen.back().second, n);
+  for (const auto& [index, earlier] : listing->seen) EXPECT_EQ(earlier, 0) << index;
+  EXPECT_EQ(added, n);
 }
 
 TEST(OutputThreads, AFailureBeforeAWaitingExportEndsTheRun) {
