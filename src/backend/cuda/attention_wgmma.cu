@@ -21,8 +21,8 @@
 // is the limit yet: replacing the exponentials by a multiply changed nothing, while the issue
 // slots were half idle with warps waiting on dependent softmax steps. Four consumers instead of
 // two (more warps per scheduler to switch between) and half as many producer instructions per
-// FLOP took the kernel from ~360 to ~420 TFLOP/s. LINGBOT_ATTN_POLY=1 moves a quarter of the
-// exponentials to an FMA-pipe polynomial; it costs issue slots, which are the scarcer resource.
+// FLOP took the kernel from ~360 to ~420 TFLOP/s. A quarter of the exponentials on an FMA-pipe
+// polynomial cost issue slots, the scarcer resource, and was removed.
 //
 // e4m3 K/V (the fp8 KV cache), the default: S = Q.K^T runs on e4m3 operands at twice the bf16
 // rate. The producer copies K rows straight into e4m3 tiles (64-byte swizzle) and V rows into a
@@ -88,18 +88,17 @@ using Cfg4x64 = Cfg<4, 64, 8, 112, 32>;
 // The earlier shape (LINGBOT_ATTN_SHAPE=2x128): 128 queries in two consumers, 128-key tiles.
 using Cfg2x128 = Cfg<2, 128, 5, 0>;
 
-// Kernel variants (LINGBOT_ATTN_MODE, a bit mask; the default is kDefault, the others are for
-// tuning and diagnosis).
+// Kernel variants (LINGBOT_ATTN_MODE, a bit mask): kDefault, and diagnoses that compute wrong
+// results on purpose to time the kernel with one part removed. Every variant keeps the running
+// maximum lazily (kLazy) and skips the tile maximum while no probability can overflow (kGuard);
+// the variants without them lost (467 against 415 TFLOP/s alone at 72k keys) and were removed,
+// and the bits keep the numbers of the tuning runs in docs/PERFORMANCE.md.
 enum Mode : int {
-  kPoly = 1,        // a quarter of the exponentials on the FMA pipe
-  kPingPong = 2,    // 2x128 only: the two consumers take turns issuing their products
   kLazy = 4,        // the running maximum moves only when it grows by more than 2^8
-  kNoExp = 8,       // diagnosis: exponentials replaced by a multiply (wrong results)
   kNoLoad = 16,     // diagnosis: the producer copies nothing (wrong results)
   kNoSoftmax = 32,  // diagnosis: no softmax, S packed as P (wrong results)
   kGuard = 64,      // after the first tile, no tile maximum unless a probability could overflow
   kF8 = 128,        // K/V stored as e4m3 with per-head scales (set by the dispatch, not a knob)
-  // Measured alone at 72k keys: 467 TFLOP/s against 415 with kLazy only (10k keys: 418 / 380).
   kDefault = kLazy | kGuard,
 };
 
@@ -139,9 +138,6 @@ __device__ __forceinline__ void mbar_arrive_copies(uint32_t bar) {
 }
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // True on every thread of the 128 that meet at barrier `id` if any of them passes true.
@@ -214,19 +210,6 @@ __device__ __forceinline__ float ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-// 2^x for x <= 0 on the FMA pipe: round x to the nearest integer j with the 1.5 * 2^23 trick, a
-// degree-3 fit of 2^f on [-1/2, 1/2] (relative error 1.0e-4), and j added to the exponent bits.
-// Below -126 (masked keys included) it returns about 2^-126, which P.V and the sum never notice.
-__device__ __forceinline__ float exp2_poly(float x) {
-  x = fmaxf(x, -126.f);
-  const float t = x + 12582912.f;
-  const float f = x - (t - 12582912.f);
-  float p = fmaf(0.0550063348f, f, 0.2422072548f);
-  p = fmaf(p, f, 0.6932828002f);
-  p = fmaf(p, f, 1.f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // Online softmax over one 64 x kBN score tile held as wgmma accumulators: thread (g, tq) of warp
 // w has rows 16w + g (s[4j], s[4j+1]) and 16w + g + 8 (s[4j+2], s[4j+3]) at key columns
 // 8j + 2tq + {0, 1}. Leaves the probabilities in s and the factors that rescale the older output
@@ -247,7 +230,7 @@ __device__ __forceinline__ void mask_tile(float (&s)[C::kSN], int64_t tile0, int
 
 // s = 2^(s * sl2 - b) in place, with sl2 and b of the first row of the thread (a) and of its
 // second (b), and this thread's part of each row's sum.
-template <class C, int kMode>
+template <class C>
 __device__ __forceinline__ void exp_tile(float (&s)[C::kSN], float sl2a, float sl2b, float b0,
                                          float b1, float& sum0, float& sum1) {
   sum0 = 0.f;
@@ -256,18 +239,14 @@ __device__ __forceinline__ void exp_tile(float (&s)[C::kSN], float sl2a, float s
   for (int j = 0; j < C::kBN / 8; ++j) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const float x = fmaf(s[4 * j + c], c < 2 ? sl2a : sl2b, c < 2 ? -b0 : -b1);
-      if constexpr ((kMode & kNoExp) != 0)
-        s[4 * j + c] = x * 0.001f;
-      else
-        s[4 * j + c] = (kMode & kPoly) != 0 && (j & 3) == 3 ? exp2_poly(x) : ex2(x);
+      s[4 * j + c] = ex2(fmaf(s[4 * j + c], c < 2 ? sl2a : sl2b, c < 2 ? -b0 : -b1));
     }
     sum0 += s[4 * j] + s[4 * j + 1];
     sum1 += s[4 * j + 2] + s[4 * j + 3];
   }
 }
 
-template <class C, int kMode>
+template <class C>
 __device__ __forceinline__ bool softmax_tile(float (&s)[C::kSN], int64_t tile0, int64_t kend,
                                              int tq, float sl2a, float sl2b, float& m0, float& m1,
                                              float& l0, float& l1, float& c0, float& c1) {
@@ -292,27 +271,17 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[C::kSN], int64_t tile0, 
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
   }
-  bool moved = true;
-  if constexpr ((kMode & kLazy) != 0) {
-    // Keep the old maximum while the tile's stays within 2^8 of it: probabilities up to 256 are
-    // exact enough in bf16, fp16 and fp32, and most tiles then skip the output rescale.
-    const bool g0 = (mx0 - m0) * sl2a > 8.f;  // m = -inf: true
-    const bool g1 = (mx1 - m1) * sl2b > 8.f;
-    moved = __any_sync(0xffffffffu, g0 || g1);
-    c0 = g0 ? ex2((m0 - mx0) * sl2a) : 1.f;
-    c1 = g1 ? ex2((m1 - mx1) * sl2b) : 1.f;
-    m0 = g0 ? mx0 : m0;
-    m1 = g1 ? mx1 : m1;
-  } else {
-    mx0 = fmaxf(mx0, m0);
-    mx1 = fmaxf(mx1, m1);
-    c0 = ex2((m0 - mx0) * sl2a);  // 0 on the first tile (m = -inf)
-    c1 = ex2((m1 - mx1) * sl2b);
-    m0 = mx0;
-    m1 = mx1;
-  }
+  // Keep the old maximum while the tile's stays within 2^8 of it (kLazy): probabilities up to 256
+  // are exact enough in bf16, fp16 and fp32, and most tiles then skip the output rescale.
+  const bool g0 = (mx0 - m0) * sl2a > 8.f;  // m = -inf: true
+  const bool g1 = (mx1 - m1) * sl2b > 8.f;
+  const bool moved = __any_sync(0xffffffffu, g0 || g1);
+  c0 = g0 ? ex2((m0 - mx0) * sl2a) : 1.f;
+  c1 = g1 ? ex2((m1 - mx1) * sl2b) : 1.f;
+  m0 = g0 ? mx0 : m0;
+  m1 = g1 ? mx1 : m1;
   float sum0, sum1;
-  exp_tile<C, kMode>(s, sl2a, sl2b, m0 * sl2a, m1 * sl2b, sum0, sum1);
+  exp_tile<C>(s, sl2a, sl2b, m0 * sl2a, m1 * sl2b, sum0, sum1);
   l0 = l0 * c0 + sum0;
   l1 = l1 * c1 + sum1;
   return moved;
@@ -536,20 +505,6 @@ __device__ __forceinline__ void produce(const KernelArgs& a, const Smem& sm, int
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// Ping-pong (kPingPong, two consumers only): the consumers take turns issuing their matrix
-// products. Barrier 3 + w opens warpgroup w's turn; the other warpgroup arrives on it once it has
-// issued. Forcing the alternation keeps one warpgroup's softmax under the other's products.
-template <bool kPingPong>
-struct Turns {
-  int wg;
-  __device__ __forceinline__ void wait() const {
-    if (kPingPong) named_bar_sync(3 + wg, 256);
-  }
-  __device__ __forceinline__ void pass() const {
-    if (kPingPong) named_bar_arrive(3 + (wg ^ 1), 256);
-  }
-};
-
 // The power of two 2^k that takes a row's largest |q| closest to e4m3's largest value (448)
 // without passing it. A power of two keeps the scaling exact.
 __device__ __forceinline__ float e4m3_row_scale(float amax) {
@@ -616,7 +571,6 @@ __device__ __forceinline__ void load_queries(const KernelArgs& a, const Smem& sm
 template <class C, int kMode>
 __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int64_t kbeg,
                                         int64_t kend, int ntiles, int h) {
-  constexpr bool kTurns = (kMode & kPingPong) != 0 && C::kWG == 2;
   // e4m3 K/V: S on e4m3 operands (Q rounded once below), P.V on fp16 (V widened by the
   // producer, P packed as fp16: its 10-bit mantissa loses less than bf16's).
   constexpr bool kE4m3 = (kMode & kF8) != 0;
@@ -649,9 +603,6 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   uint32_t p[C::kBN / 16][4];
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, c0, c1;
 
-  const Turns<kTurns> turns{wg};
-  if (wg == 1) turns.pass();  // warpgroup 0 goes first
-
   int stage = 0;
   uint32_t parity = 0;
   // The wgmma products read the stage through the async proxy. The bf16 producer's copies arrive
@@ -662,15 +613,13 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
   constexpr bool kWaitFence = !kE4m3;
   mbar_wait(sm.full, 0);
   if constexpr (kWaitFence) fence_proxy_async();
-  turns.wait();
   wgmma_fence();
   issue_qk<kE4m3>(s, dq, sm.k);
   wgmma_commit();
-  turns.pass();
   wgmma_wait<0>();
   fence_regs(s);
   if constexpr ((kMode & kNoSoftmax) == 0)
-    softmax_tile<C, kMode>(s, kbeg, kend, tq, sl2a, sl2b, m0, m1, l0, l1, c0, c1);
+    softmax_tile<C>(s, kbeg, kend, tq, sl2a, sl2b, m0, m1, l0, l1, c0, c1);
   pack_p<kHalf>(s, p);
 
   for (int t = 1; t < ntiles; ++t) {
@@ -681,47 +630,42 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     }
     mbar_wait(sm.full + 8 * stage, parity);
     if constexpr (kWaitFence) fence_proxy_async();
-    turns.wait();
     wgmma_fence();
     issue_qk<kE4m3>(s, dq, sm.k + stage * kTileK);
     wgmma_commit();
     issue_pv<kHalf>(o, p, sm.v + prev * C::kTileBytes);
     wgmma_commit();
-    turns.pass();
     wgmma_wait<1>();  // S of tile t is ready; P.V of tile t-1 keeps the tensor cores busy
     fence_regs(s);
     bool moved = true;
     if constexpr ((kMode & kNoSoftmax) == 0) {
       const int64_t tile0 = kbeg + int64_t(t) * C::kBN;
+      // Exponentials against the running maximum without looking for the tile's own (kGuard):
+      // any probability up to 2^64 is safe in bf16 (2^15 in fp16) and in the fp32 sums and
+      // outputs, and a thread's share of a row sum bounds each of its probabilities. Only if
+      // some share passes that (or is not finite) does the warpgroup recompute S and take the
+      // usual path.
+      constexpr float kMaxP = kHalf ? 0x1p15f : 0x1p64f;
+      mask_tile<C>(s, tile0, kend, tq);
+      float sum0, sum1;
+      exp_tile<C>(s, sl2a, sl2b, m0 * sl2a, m1 * sl2b, sum0, sum1);
       bool done = false;
-      if constexpr ((kMode & kGuard) != 0) {
-        // Exponentials against the running maximum without looking for the tile's own: any
-        // probability up to 2^64 is safe in bf16 (2^15 in fp16) and in the fp32 sums and
-        // outputs, and a thread's share of a row sum bounds each of its probabilities. Only if
-        // some share passes that (or is not finite) does the warpgroup recompute S and take the
-        // usual path.
-        constexpr float kMaxP = kHalf ? 0x1p15f : 0x1p64f;
-        mask_tile<C>(s, tile0, kend, tq);
-        float sum0, sum1;
-        exp_tile<C, kMode>(s, sl2a, sl2b, m0 * sl2a, m1 * sl2b, sum0, sum1);
-        if (!warpgroup_any(!(sum0 <= kMaxP && sum1 <= kMaxP), 1 + wg)) {
-          l0 += sum0;
-          l1 += sum1;
-          moved = false;
-          done = true;
-        } else {
-          wgmma_wait<0>();
-          fence_regs(o);
-          fence_regs(p);
-          wgmma_fence();
-          issue_qk<kE4m3>(s, dq, sm.k + stage * kTileK);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_regs(s);
-        }
+      if (!warpgroup_any(!(sum0 <= kMaxP && sum1 <= kMaxP), 1 + wg)) {
+        l0 += sum0;
+        l1 += sum1;
+        moved = false;
+        done = true;
+      } else {
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_regs(p);
+        wgmma_fence();
+        issue_qk<kE4m3>(s, dq, sm.k + stage * kTileK);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(s);
       }
-      if (!done)
-        moved = softmax_tile<C, kMode>(s, tile0, kend, tq, sl2a, sl2b, m0, m1, l0, l1, c0, c1);
+      if (!done) moved = softmax_tile<C>(s, tile0, kend, tq, sl2a, sl2b, m0, m1, l0, l1, c0, c1);
     }
     wgmma_wait<0>();
     fence_regs(o);
@@ -739,11 +683,9 @@ __device__ __forceinline__ void consume(const KernelArgs& a, const Smem& sm, int
     }
     pack_p<kHalf>(s, p);
   }
-  turns.wait();
   wgmma_fence();
   issue_pv<kHalf>(o, p, sm.v + stage * C::kTileBytes);
   wgmma_commit();
-  if (wg == 0) turns.pass();  // warpgroup 1 has no turn left to wait for
   wgmma_wait<0>();
   fence_regs(o);
 
@@ -850,23 +792,21 @@ bool pick(int mode, Launch& l) {
 }
 
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
-  // Tuning and diagnosis knobs: LINGBOT_ATTN_SHAPE=2x128 picks the earlier kernel shape,
-  // LINGBOT_ATTN_MODE a variant (enum Mode; default kDefault; with e4m3 K/V only kDefault and
-  // the diagnoses kNoLoad and kNoSoftmax), LINGBOT_ATTN_POLY=1 and LINGBOT_ATTN_PINGPONG=1
-  // (2x128 only) add those two bits.
+  // Tuning and diagnosis knobs: LINGBOT_ATTN_SHAPE=2x128 picks the earlier kernel shape (bf16
+  // K/V, kDefault only), LINGBOT_ATTN_MODE a variant of the default shape (enum Mode: kDefault,
+  // with the diagnoses kNoLoad and kNoSoftmax added).
   const char* shape_env = std::getenv("LINGBOT_ATTN_SHAPE");
   const bool wide = shape_env && std::string(shape_env) == "2x128";
-  const int mode = env_int("LINGBOT_ATTN_MODE", kDefault) |
-                   (env_int("LINGBOT_ATTN_POLY", 0) ? kPoly : 0) |
-                   (env_int("LINGBOT_ATTN_PINGPONG", 0) ? kPingPong : 0);
+  const int mode = env_int("LINGBOT_ATTN_MODE", kDefault);
   Launch l{};
   bool found;
-  if (k.kv_scales) {  // e4m3 K/V: the default shape, products in e4m3 or fp16
+  if (k.kv_scales) {  // e4m3 K/V: the default shape, S on e4m3 and P.V on fp16
     found = pick<Cfg4x64, kDefault | kF8, kDefault | kF8 | kNoLoad, kDefault | kF8 | kNoSoftmax,
                  kDefault | kF8 | kNoSoftmax | kNoLoad>(mode | kF8, l);
   } else {
-    found = wide ? pick<Cfg2x128, 0, 1, 2, 4, 5, 6, 68>(mode, l)
-                 : pick<Cfg4x64, kDefault, kLazy, 0, 1, 5, 16, 32, 48>(mode, l);
+    found = wide ? pick<Cfg2x128, kDefault>(mode, l)
+                 : pick<Cfg4x64, kDefault, kDefault | kNoLoad, kDefault | kNoSoftmax,
+                        kDefault | kNoSoftmax | kNoLoad>(mode, l);
   }
   const std::string kind = k.kv_scales ? "e4m3" : (wide ? "2x128" : "4x64");
   LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " + kind +
