@@ -2,7 +2,6 @@
 // tolerance 1e-4 relative per tensor, fixtures/README.md).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,14 +19,6 @@ namespace lingbot {
 namespace {
 
 constexpr double kTol = 1e-4;
-
-Tensor stack(const std::vector<Tensor>& frames, size_t begin, size_t end) {
-  const Tensor& f0 = frames[begin];
-  Tensor out = Tensor::zeros({static_cast<int64_t>(end - begin), 3, f0.dim(1), f0.dim(2)});
-  for (size_t i = begin; i < end; ++i)
-    std::memcpy(out.f32() + (i - begin) * f0.numel(), frames[i].f32(), f0.nbytes());
-  return out;
-}
 
 // Drives the model call by call as the reference does and checks every call's emitted
 // aggregator layers, so that a mismatch points at its layer and call.
@@ -48,8 +39,8 @@ void check_scenario(const std::string& file, int keyframe_interval) {
   for (int call = 0; begin < frames.size(); ++call) {
     const size_t end = call == 0 ? scale : begin + 1;
     const bool key = call == 0 || StreamSession::is_keyframe(begin, scale, keyframe_interval);
-    Model::Output out =
-        model.run(seq, stack(frames, begin, end), key ? StepMode::Keep : StepMode::Attend);
+    Model::Output out = model.run(seq, test::stack_frames(frames, begin, end),
+                                  key ? StepMode::Keep : StepMode::Attend);
     for (int l = 0; l < 4; ++l) {
       const std::string key_name =
           "tokens.call" + std::to_string(call) + ".layer" + std::to_string(l);

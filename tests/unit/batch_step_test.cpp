@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,14 +22,6 @@
 
 namespace lingbot {
 namespace {
-
-Tensor stack(const std::vector<Tensor>& frames, size_t begin, size_t end) {
-  const Tensor& f0 = frames[begin];
-  Tensor out = Tensor::zeros({static_cast<int64_t>(end - begin), 3, f0.dim(1), f0.dim(2)});
-  for (size_t i = begin; i < end; ++i)
-    std::memcpy(out.f32() + (i - begin) * f0.numel(), frames[i].f32(), f0.nbytes());
-  return out;
-}
 
 // One sequence's plan: its frames, options, and how its streamed frames are stepped (a fixed
 // keyframe interval, or every frame tentative and kept when `keep_tentative` says so).
@@ -74,9 +65,9 @@ Outputs run_alone(Model& model, const Plan& plan) {
   auto seq = start(model, plan);
   Outputs out;
   const size_t scale = plan.options.scale_frames;
-  out.add(model.run(*seq, stack(plan.frames, 0, scale), StepMode::Keep));
+  out.add(model.run(*seq, test::stack_frames(plan.frames, 0, scale), StepMode::Keep));
   for (size_t t = scale; t < plan.frames.size(); ++t) {
-    model.enqueue(*seq, stack(plan.frames, t, t + 1), plan.mode(t));
+    model.enqueue(*seq, test::stack_frames(plan.frames, t, t + 1), plan.mode(t));
     finish_step(model, *seq, plan, t, out);
   }
   return out;
@@ -139,7 +130,8 @@ TEST(BatchStep, SequencesSteppedTogetherGetTheirResultsAlone) {
   for (size_t i = 0; i < plans.size(); ++i) {
     seqs.push_back(start(model, plans[i]));
     const size_t scale = plans[i].options.scale_frames;
-    batched[i].add(model.run(*seqs[i], stack(plans[i].frames, 0, scale), StepMode::Keep));
+    batched[i].add(
+        model.run(*seqs[i], test::stack_frames(plans[i].frames, 0, scale), StepMode::Keep));
     next[i] = scale;
   }
   int steps = 0;
@@ -148,8 +140,8 @@ TEST(BatchStep, SequencesSteppedTogetherGetTheirResultsAlone) {
     std::vector<size_t> who;
     for (size_t i = 0; i < plans.size(); ++i) {
       if (next[i] >= plans[i].frames.size()) continue;
-      parts.push_back(
-          {seqs[i].get(), stack(plans[i].frames, next[i], next[i] + 1), plans[i].mode(next[i])});
+      parts.push_back({seqs[i].get(), test::stack_frames(plans[i].frames, next[i], next[i] + 1),
+                       plans[i].mode(next[i])});
       who.push_back(i);
     }
     if (parts.empty()) break;
@@ -171,14 +163,16 @@ TEST(BatchStep, ARefusedBatchLeavesEverySequenceAsItWas) {
   const Outputs alone_a = run_alone(model, plans[0]), alone_b = run_alone(model, plans[1]);
   auto a = start(model, plans[0]), b = start(model, plans[1]);
   Outputs got_a, got_b;
-  got_a.add(model.run(*a, stack(plans[0].frames, 0, 4), StepMode::Keep));
-  got_b.add(model.run(*b, stack(plans[1].frames, 0, 3), StepMode::Keep));
+  got_a.add(model.run(*a, test::stack_frames(plans[0].frames, 0, 4), StepMode::Keep));
+  got_b.add(model.run(*b, test::stack_frames(plans[1].frames, 0, 3), StepMode::Keep));
   // Refused before anything runs: two frames of one sequence beside another sequence, a
   // sequence twice, frames of another size.
-  const Tensor one_a = stack(plans[0].frames, 4, 5), one_b = stack(plans[1].frames, 3, 4);
-  EXPECT_THROW(model.enqueue({{a.get(), one_a, StepMode::Keep},
-                              {b.get(), stack(plans[1].frames, 3, 5), StepMode::Keep}}),
-               Error);
+  const Tensor one_a = test::stack_frames(plans[0].frames, 4, 5),
+               one_b = test::stack_frames(plans[1].frames, 3, 4);
+  EXPECT_THROW(
+      model.enqueue({{a.get(), one_a, StepMode::Keep},
+                     {b.get(), test::stack_frames(plans[1].frames, 3, 5), StepMode::Keep}}),
+      Error);
   EXPECT_THROW(model.enqueue({{a.get(), one_a, StepMode::Keep}, {a.get(), one_a, StepMode::Keep}}),
                Error);
   EXPECT_THROW(model.enqueue({{a.get(), one_a, StepMode::Keep},
