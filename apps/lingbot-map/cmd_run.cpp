@@ -174,6 +174,14 @@ int run(const RunArgs& a) {
     p.estimate = preflight(p.plan);
     pre = p;
   }
+  // predictions.safetensors grows on disk as the run goes: a run of known length checks that it
+  // fits in the output folder before the first frame rather than failing at the frame that
+  // fills the disk.
+  const size_t disk_need =
+      pre && input->count() > 0
+          ? predictions_file_bytes(pre->plan.height, pre->plan.width, input->count())
+          : 0;
+  const size_t disk_free = disk_need ? disk_space_available(a.out) : 0;
   if (a.dry_run) {
     const MemoryEstimate& m = pre->need();
     // On a GPU the results are host memory, listed but not in the device total.
@@ -196,8 +204,17 @@ int run(const RunArgs& a) {
     }
     const std::string note = growth_note(pre->estimate);
     if (fits && !note.empty()) std::printf("%s\n", note.c_str());
+    if (disk_need)
+      std::printf("predictions.safetensors: ~%s on disk, %s free in %s\n",
+                  format_gb(disk_need).c_str(), format_gb(disk_free).c_str(), a.out.c_str());
     return 0;
   }
+  if (!a.no_preflight && disk_free && disk_need > disk_free)
+    throw Error("not enough disk space in " + a.out + " for predictions.safetensors: ~" +
+                format_gb(disk_need) + " for " + std::to_string(input->count()) + " frames, " +
+                format_gb(disk_free) +
+                " free: process fewer frames (--first-k, --stride, --fps) or a smaller --size "
+                "(--no-preflight skips this check)");
   // The viewer binds before the model loads, so that a port in use fails at once.
   std::shared_ptr<ViewerServer> viewer;
   if (a.viewer.enabled) {

@@ -2,12 +2,12 @@
 //
 //   lingbot::ExportOptions ex{.out_dir = "out", .formats = lingbot::parse_export_list("tum,ply")};
 //   auto sinks = lingbot::make_sinks(ex);
-//   lingbot::PredictionsWriter predictions(expected_frames);
+//   lingbot::PredictionsWriter predictions("out/predictions.safetensors");
 //   auto on_result = [&](const lingbot::FrameResult& r) {
 //     predictions.add(r);
 //     for (auto& s : sinks) s->add(r, &input_frame_of(r.index));  // rgb may be null
 //   };
-//   ...; for (auto& s : sinks) s->finish(); predictions.write("out/predictions.safetensors");
+//   ...; for (auto& s : sinks) s->finish(); predictions.finish();
 //
 // Outputs for other tools, written while the stream runs: each sink brings its files to a valid
 // state after every frame, so an interrupted run keeps what it finished; finish() tidies up.
@@ -26,7 +26,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -123,31 +122,27 @@ std::vector<std::string> parse_export_list(const std::string& list);
 // In an order in which every sink that refers_to_earlier() comes after the files it names.
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);
 
-// Collects every frame's results into predictions.safetensors: pose_enc [S, 9], c2w and w2c
-// [S, 3, 4], intrinsics [S, 3, 3], depth and depth_conf [S, H, W] (all F32), frame_type U8 [S]
-// (0 scale frame, 1 keyframe, 2 non-keyframe) and is_keyframe Bool [S]; windowed runs add
-// chunk_scales [W] and chunk_transforms [W, 4, 4] from their windows' alignments.
-class PredictionsWriter {
+// Writes predictions.safetensors: pose_enc [S, 9], c2w and w2c [S, 3, 4], intrinsics [S, 3, 3],
+// depth and depth_conf [S, H, W] (all F32), frame_type U8 [S] (0 scale frame, 1 keyframe, 2
+// non-keyframe) and is_keyframe Bool [S]; windowed runs add chunk_scales [W] and chunk_transforms
+// [W, 4, 4] from their windows' alignments. Depth and confidence go to disk frame by frame (into
+// PATH.partial and PATH.conf.partial beside the file), so that a run of any length keeps only
+// the cameras in memory (about 170 bytes a frame); finish() assembles the file from them. The
+// file is complete or absent afterwards: a writer destroyed before finish() (a failed run)
+// removes its partial files, and one that got no frame writes none. add_window may be called
+// from another thread than add and finish (a run's device thread, beside the output thread).
+class PredictionsWriter : public ResultSink {
  public:
-  // `expected`: frames the run should have (0 = unknown). The buffers are reserved for them, so
-  // that they hold what the preflight counts rather than up to three times as much while growing
-  // (old and doubled buffer); reserved pages are only taken as they are written. A count that
-  // cannot be reserved (a container's wrong estimate) leaves them to grow.
-  explicit PredictionsWriter(int64_t expected = 0);
-  void add(const FrameResult& r);
+  explicit PredictionsWriter(const std::string& path);
+  ~PredictionsWriter() override;
+  void add(const FrameResult& r, const Tensor* rgb = nullptr) override;
   void add_window(const WindowAlignment& w);
-  int64_t frames() const { return frames_; }
-  // The file's tensors (copies).
-  std::map<std::string, Tensor> tensors() const;
-  // The file is complete or absent afterwards; throws Error when it cannot be written.
-  void write(const std::string& path) const;
+  void finish() override;
+  std::string name() const override { return "predictions"; }
 
  private:
-  std::map<std::string, Tensor> views() const;
-  int64_t expected_ = 0, frames_ = 0, h_ = 0, w_ = 0;
-  std::vector<float> pose_, c2w_, w2c_, k_, depth_, conf_, chunk_scales_, chunk_transforms_;
-  std::vector<uint8_t> frame_type_, is_keyframe_;
-  bool windowed_ = false;
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace lingbot

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "lingbot/engine.h"
 #include "lingbot/windowed.h"
@@ -22,10 +23,13 @@ namespace lingbot {
 // What a run keeps of its results on the host, beyond the model's own memory: passed to the
 // estimates below, it is counted in MemoryEstimate::results (see estimate_result_memory).
 struct ResultOutputs {
-  bool predictions = true;  // predictions.safetensors: every frame's depth, confidence and pose
-                            // are collected until the end of the run
-  bool glb = false;         // the GLB export keeps every frame's points until the end
-  int point_stride = 4;     // PointOptions::stride of the GLB points
+  bool predictions = true;  // predictions.safetensors: every frame's cameras are collected
+                            // until the end of the run (the maps go to disk as they come)
+  // F32 maps of the frame size that the caller keeps of every frame in memory: an API that
+  // returns the whole run (the Python module's: 2 for depth and confidence, more with images).
+  int kept_maps = 0;
+  bool glb = false;      // the GLB export keeps every frame's points until the end
+  int point_stride = 4;  // PointOptions::stride of the GLB points
   // Input frames the reader keeps after handing them out (windowed overlaps); 0 or 1 = none.
   int64_t recent_frames = 0;
   // Windowed mode: the results are stitched from windows, each held whole until aligned.
@@ -105,5 +109,14 @@ MilderSettings milder_settings(const RunPlan& plan, size_t available);
 
 // MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read.
 size_t host_memory_available();
+
+// Bytes predictions.safetensors takes on disk for `frames` frames of height x width (a windowed
+// run adds 68 bytes a window). It grows as the run goes, so a run checks the folder's free space
+// against it before the first frame.
+size_t predictions_file_bytes(int64_t height, int64_t width, int64_t frames);
+
+// Bytes free to an unprivileged writer on the file system that holds `path`, or would hold it
+// (its nearest existing parent); 0 where that cannot be found out.
+size_t disk_space_available(const std::string& path);
 
 }  // namespace lingbot

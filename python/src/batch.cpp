@@ -69,7 +69,13 @@ void report(const py::object& progress, int64_t done, int64_t total) {
 py::dict inference_streaming(PyEngine& e, const py::handle& images, const StreamOptions& o,
                              const py::object& progress) {
   const Frames f = frames_of(images);
-  check_fits(e, {.height = f.height, .width = f.width, .frames = f.count, .stream = o},
+  // The returned arrays hold every frame's depth and confidence.
+  check_fits(e,
+             {.height = f.height,
+              .width = f.width,
+              .frames = f.count,
+              .stream = o,
+              .results = {.kept_maps = 2}},
              "num_scale_frames");
   const int64_t S = f.count, H = f.height, W = f.width, plane = H * W;
   py::array_t<float> pose({int64_t(1), S, int64_t(9)});
@@ -125,7 +131,8 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const StreamO
               .frames = f.count,
               .stream = stream,
               .windowed = o,
-              .results = {.windowed = true}},
+              // The stitched depth and confidence, then their numpy copies one at a time.
+              .results = {.kept_maps = 3, .windowed = true}},
              "num_scale_frames");
   WindowedResult r;
   {

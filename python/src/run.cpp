@@ -104,7 +104,10 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
                  .width = first->dim(2),
                  .frames = frames,
                  .stream = stream,
-                 .results = {.glb = std::find(f.begin(), f.end(), "glb") != f.end(),
+                 // Every frame's depth, confidence and image (3 maps) are returned, and the
+                 // images copied into one array at the end: 8 maps a frame.
+                 .results = {.kept_maps = 8,
+                             .glb = std::find(f.begin(), f.end(), "glb") != f.end(),
                              .point_stride = ro.exports.points.stride,
                              .recent_frames = in.keep_recent}};
     if (windowed) plan.windowed = w;
@@ -119,6 +122,9 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
       c.height = frame.dim(1);
       c.width = frame.dim(2);
       const float* p = frame.f32();
+      // Reserved for the whole run where its length is known: growing would hold up to twice it.
+      if (c.images.empty() && source->count() > 0)
+        c.images.reserve(static_cast<size_t>(source->count() * frame.numel()));
       c.images.insert(c.images.end(), p, p + frame.numel());
     }
     if (!progress.is_none()) {

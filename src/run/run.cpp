@@ -68,13 +68,17 @@ void write_cache_stats(std::ofstream& out, const FrameResult& r, const CacheStat
   out.flush();
 }
 
-// What every result goes through on the device thread, whichever the mode: the predictions,
-// the cache statistics, the output threads and the caller's callback.
+// What every result goes through on the device thread, whichever the mode: the cache
+// statistics, the output threads (the predictions file among them) and the caller's callback.
 class Delivery {
  public:
-  Delivery(FrameSource& source, const RunOptions& o, RunReport& report)
-      : o_(o), report_(report), predictions_(source.count()) {
-    if (!o.out_dir.empty()) sinks::make_folder(o.out_dir);
+  Delivery(FrameSource& source, const RunOptions& o, RunReport& report) : o_(o), report_(report) {
+    std::vector<std::shared_ptr<ResultSink>> sinks = o.sinks;
+    if (!o.out_dir.empty()) {
+      sinks::make_folder(o.out_dir);
+      predictions_ = std::make_shared<PredictionsWriter>(o.out_dir + "/predictions.safetensors");
+      sinks.push_back(predictions_);
+    }
     if (!o.cache_stats_path.empty()) {
       stats_.open(o.cache_stats_path);
       if (!stats_) throw Error("cannot write " + o.cache_stats_path);
@@ -84,18 +88,20 @@ class Delivery {
     if (!ex.name) ex.name = source.names();
     if (!ex.timestamp) ex.timestamp = source.timestamps();
     LINGBOT_CHECK(ex.formats.empty() || !ex.out_dir.empty(), "exports need an output folder");
-    std::vector<std::shared_ptr<ResultSink>> sinks = o.sinks;
     for (auto& s : make_sinks(ex)) sinks.push_back(std::move(s));
+    // The predictions take no colours: the input frames are kept for the others only.
+    frames_wanted_ = sinks.size() > (predictions_ ? 1u : 0u) || o.on_result;
     outputs_ = std::make_unique<OutputThreads>(std::move(sinks), o.output_queue);
   }
 
-  bool wants_frames() const { return !outputs_->empty() || o_.on_result; }
-  void add_window(const WindowAlignment& w) { predictions_.add_window(w); }
+  bool wants_frames() const { return frames_wanted_; }
+  void add_window(const WindowAlignment& w) {
+    if (predictions_) predictions_->add_window(w);
+  }
 
   // `stats` only where a session's statistics are known (streaming).
   void deliver(const FrameResult& r, std::shared_ptr<const Tensor> frame, const CacheStats* stats) {
     const auto t0 = Clock::now();
-    if (!o_.out_dir.empty()) predictions_.add(r);
     if (stats && stats_.is_open()) write_cache_stats(stats_, r, *stats);
     if (!outputs_->empty()) {
       const auto t1 = Clock::now();
@@ -115,15 +121,15 @@ class Delivery {
     for (const auto& [name, seconds] : outputs_->busy()) report_.outputs[name] += seconds;
     if (report_.frames == 0)
       throw Error(input_error.empty() ? "no frames to process" : input_error);
-    if (!o_.out_dir.empty()) predictions_.write(o_.out_dir + "/predictions.safetensors");
   }
 
  private:
   const RunOptions& o_;
   RunReport& report_;
-  PredictionsWriter predictions_;
+  std::shared_ptr<PredictionsWriter> predictions_;  // among the outputs; null without a folder
   std::ofstream stats_;
   std::unique_ptr<OutputThreads> outputs_;
+  bool frames_wanted_ = false;
   double callbacks_ = 0;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "model/model.h"
@@ -50,15 +51,13 @@ size_t estimate_result_memory(const ResultOutputs& r, int64_t height, int64_t wi
   const size_t s1 =
       static_cast<size_t>(std::clamp<int64_t>(scale_frames, 1, std::max<int64_t>(frames, 1)));
   size_t b = 0;
-  // Per frame: pose_enc, c2w, w2c, intrinsics (9 + 12 + 12 + 9 floats) and the TUM timestamp,
-  // and for the predictions file depth and confidence.
+  // Per frame: pose_enc, c2w, w2c, intrinsics (9 + 12 + 12 + 9 floats) and the TUM timestamp;
+  // the predictions file's depth and confidence go to disk as they come.
   b += n * (42 * f4 + 8);
-  if (r.predictions) {
-    b += n * 2 * plane;
-    // Windowed: the window being aligned and the previous one (their depth and confidence) beside
-    // the stitched result; frame types and keyframe flags.
-    if (r.windowed) b += 2 * static_cast<size_t>(window_frames) * 2 * plane + 2 * n;
-  }
+  b += n * static_cast<size_t>(std::max(r.kept_maps, 0)) * plane;
+  // Windowed: the window being aligned and the previous one (their depth and confidence); frame
+  // types and keyframe flags.
+  if (r.predictions && r.windowed) b += 2 * static_cast<size_t>(window_frames) * 2 * plane + 2 * n;
   if (r.glb) {
     const int64_t stride = std::max(r.point_stride, 1);
     const size_t points =
@@ -79,6 +78,23 @@ size_t host_memory_available() {
     if (line.rfind(key, 0) == 0)
       return std::strtoull(line.c_str() + key.size(), nullptr, 10) * 1024;  // reported in kB
   return 0;
+}
+
+size_t predictions_file_bytes(int64_t height, int64_t width, int64_t frames) {
+  // Per frame: depth and confidence (F32 maps), 42 floats of cameras, frame type and keyframe
+  // flag; the header's room is 4 KiB.
+  const size_t n = static_cast<size_t>(std::max<int64_t>(frames, 0));
+  return n * (2 * static_cast<size_t>(height * width) * 4 + 42 * 4 + 2) + 4096;
+}
+
+size_t disk_space_available(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) return 0;
+  while (!std::filesystem::exists(p, ec) && p.has_parent_path() && p.parent_path() != p)
+    p = p.parent_path();
+  const std::filesystem::space_info s = std::filesystem::space(p, ec);
+  return ec ? 0 : static_cast<size_t>(s.available);
 }
 
 namespace {

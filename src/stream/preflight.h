@@ -24,12 +24,13 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
                                const ResultOutputs* results = nullptr);
 
 // Host bytes a run of `frames` frames keeps of its results, growing with the run:
-// - predictions.safetensors: depth and confidence (F32 [H, W] each), pose_enc, c2w, w2c and
-//   intrinsics of every frame, collected until the end (windowed: the stitched result, plus the
-//   two windows being aligned, each held whole);
+// - predictions.safetensors: pose_enc, c2w, w2c and intrinsics of every frame, collected until
+//   the end (depth and confidence go to disk frame by frame; windowed: plus the two windows
+//   being aligned, each held whole);
 // - the GLB export: every frame's points (16 bytes each; every point of the stride grid of its
 //   PointOptions, i.e. all of them above the confidence threshold) and its camera, until the end;
 // - the video timestamps of the TUM trajectory (8 bytes a frame);
+// - the maps the caller keeps of every frame (ResultOutputs::kept_maps);
 // and what the pipelined session holds on the host whatever the length: its two result slots
 // (normalized input, depth and confidence of up to a phase-1 call each: scale frames), the
 // phase-1 frames waiting in the session and their batched copy, the frames waiting for their

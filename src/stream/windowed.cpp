@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "lingbot/error.h"
-#include "lingbot/exports.h"
 #include "model/pose.h"
 
 namespace lingbot {
@@ -324,26 +324,56 @@ WindowedRun run_windowed(Engine& engine, int64_t frames,
   return out;
 }
 
+namespace {
+
+// A tensor owning `v`.
+template <class T>
+Tensor stacked(std::vector<T> v, Shape shape, DType dtype) {
+  auto owner = std::make_shared<std::vector<T>>(std::move(v));
+  return Tensor::wrap(owner->data(), std::move(shape), dtype, owner);
+}
+
+}  // namespace
+
 WindowedResult run_windowed(Engine& engine, int64_t frames,
                             const std::function<Tensor(int64_t)>& frame_at,
                             const WindowedOptions& options,
                             const std::function<void(const char*)>& log) {
-  PredictionsWriter collected(frames);
+  // The stitched frames stacked as they arrive: one copy of the maps, never two.
+  std::vector<float> pose, c2w, w2c, k, depth, conf, scales, transforms;
+  std::vector<uint8_t> type, key;
+  int64_t h = 0, w = 0;
   const WindowedRun run = run_windowed(
-      engine, frames, frame_at, options, [&](const FrameResult& f) { collected.add(f); },
-      [&](const WindowAlignment& w) { collected.add_window(w); }, log);
-  std::map<std::string, Tensor> t = collected.tensors();
+      engine, frames, frame_at, options,
+      [&](const FrameResult& f) {
+        h = f.height;
+        w = f.width;
+        pose.insert(pose.end(), f.pose_enc.begin(), f.pose_enc.end());
+        c2w.insert(c2w.end(), f.c2w.begin(), f.c2w.end());
+        w2c.insert(w2c.end(), f.w2c.begin(), f.w2c.end());
+        k.insert(k.end(), f.intrinsics.begin(), f.intrinsics.end());
+        depth.insert(depth.end(), f.depth.begin(), f.depth.end());
+        conf.insert(conf.end(), f.confidence.begin(), f.confidence.end());
+        type.push_back(f.scale_frame ? 0 : f.keyframe ? 1 : 2);
+        key.push_back(f.keyframe ? 1 : 0);
+      },
+      [&](const WindowAlignment& a) {
+        scales.push_back(a.scale);
+        transforms.insert(transforms.end(), a.transform.begin(), a.transform.end());
+      },
+      log);
+  const int64_t n = run.frames, nw = static_cast<int64_t>(scales.size());
   WindowedResult r;
-  r.pose_enc = t["pose_enc"];
-  r.depth = t["depth"];
-  r.depth_conf = t["depth_conf"];
-  r.frame_type = t["frame_type"];
-  r.is_keyframe = t["is_keyframe"];
-  r.chunk_scales = t["chunk_scales"];
-  r.chunk_transforms = t["chunk_transforms"];
-  r.c2w = t["c2w"];
-  r.w2c = t["w2c"];
-  r.intrinsics = t["intrinsics"];
+  r.pose_enc = stacked(std::move(pose), {n, 9}, DType::F32);
+  r.depth = stacked(std::move(depth), {n, h, w}, DType::F32);
+  r.depth_conf = stacked(std::move(conf), {n, h, w}, DType::F32);
+  r.frame_type = stacked(std::move(type), {n}, DType::U8);
+  r.is_keyframe = stacked(std::move(key), {n}, DType::Bool);
+  r.chunk_scales = stacked(std::move(scales), {nw}, DType::F32);
+  r.chunk_transforms = stacked(std::move(transforms), {nw, 4, 4}, DType::F32);
+  r.c2w = stacked(std::move(c2w), {n, 3, 4}, DType::F32);
+  r.w2c = stacked(std::move(w2c), {n, 3, 4}, DType::F32);
+  r.intrinsics = stacked(std::move(k), {n, 3, 3}, DType::F32);
   for (const WindowAlignment& w : run.windows) r.windows.emplace_back(w.begin, w.end);
   r.source_error = run.source_error;
   return r;

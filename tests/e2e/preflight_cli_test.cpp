@@ -31,6 +31,8 @@ TEST_F(PreflightCli, DryRunPrintsTheEstimateAndRunsNothing) {
        {"weights", "KV cache", "camera cache", "activations", "available", "special stream",
         "first step", "one-frame steps", "depth-head plan", "scratch and GEMM workspace"})
     EXPECT_NE(r.output.find(term), std::string::npos) << term << "\n" << r.output;
+  // The predictions file: 16 frames of two 70x56 F32 maps and their cameras, 0.5 MB.
+  EXPECT_NE(r.output.find("predictions.safetensors: ~1 MB on disk"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(path("out/predictions.safetensors")));
 }
 

@@ -492,8 +492,8 @@ TEST(Preflight, WindowedShortfallNamesASpecialFrameCapWhenWindowsEvict) {
 TEST(Preflight, ResultsCountWhatTheOutputsKeepPerFrame) {
   const int64_t h = 56, w = 70, plane = h * w * 4;
   const ResultOutputs plain;
-  // Per frame: depth and confidence, pose_enc, c2w, w2c, intrinsics, a timestamp.
-  const size_t per_frame = 2 * plane + 42 * 4 + 8;
+  // Per frame: pose_enc, c2w, w2c, intrinsics, a timestamp (the maps go to disk).
+  const size_t per_frame = 42 * 4 + 8;
   EXPECT_EQ(
       estimate_result_memory(plain, h, w, 200, 4) - estimate_result_memory(plain, h, w, 100, 4),
       100 * per_frame);
@@ -501,6 +501,12 @@ TEST(Preflight, ResultsCountWhatTheOutputsKeepPerFrame) {
   // phase-1 frames and their batch, two frames waiting for their results.
   EXPECT_EQ(estimate_result_memory(plain, h, w, 100, 4) - 100 * per_frame,
             static_cast<size_t>(2 * 4 * 5 * plane + 2 * 4 * 3 * plane + 2 * 3 * plane));
+  // An API that returns every frame's maps keeps them: 2 maps a frame for depth and confidence.
+  ResultOutputs kept;
+  kept.kept_maps = 2;
+  EXPECT_EQ(
+      estimate_result_memory(kept, h, w, 100, 4) - estimate_result_memory(plain, h, w, 100, 4),
+      static_cast<size_t>(100 * 2 * plane));
   // The GLB export keeps every point of the stride grid: 14 x 18 at stride 4, 16 bytes each.
   ResultOutputs glb;
   glb.glb = true;
@@ -526,8 +532,9 @@ TEST(Preflight, ResultsCountInTheTotalOnlyOnTheHost) {
   gpu.on_host = false;
   const MemoryEstimate on_cpu = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s, &cpu);
   const MemoryEstimate on_gpu = estimate_memory(kReleased, DType::BF16, 378, 504, 10000, s, &gpu);
-  // 10,000 frames of 378x504 depth and confidence: 15.2 GB on the host.
-  EXPECT_NEAR(on_cpu.results / 1e9, 15.2, 0.2);
+  // 10,000 frames of 378x504: their cameras and timestamps (1.76 MB) and what the session holds
+  // whatever the length (102 MB); their depth and confidence maps (15.2 GB) go to disk.
+  EXPECT_NEAR(on_cpu.results / 1e6, 103.9, 0.1);
   EXPECT_EQ(on_cpu.total, model.total + on_cpu.results);
   EXPECT_EQ(on_gpu.results, on_cpu.results);
   EXPECT_EQ(on_gpu.total, model.total);

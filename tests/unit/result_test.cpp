@@ -19,7 +19,7 @@ namespace {
 using Result = test::TempDirTest;
 
 TEST_F(Result, ReadsBackWhatTheWriterWrote) {
-  PredictionsWriter w;
+  PredictionsWriter w(path("predictions.safetensors"));
   std::vector<FrameResult> in;
   for (int i = 0; i < 3; ++i) {
     in.push_back(test::make_frame(i));
@@ -27,7 +27,7 @@ TEST_F(Result, ReadsBackWhatTheWriterWrote) {
     in.back().keyframe = i != 2;
     w.add(in.back());
   }
-  w.write(path("predictions.safetensors"));
+  w.finish();
   const RunResult run = read_result(path(""));
   ASSERT_EQ(run.frames.size(), in.size());
   EXPECT_FALSE(run.windowed);
@@ -52,10 +52,10 @@ TEST_F(Result, ReadsBackWhatTheWriterWrote) {
 }
 
 TEST_F(Result, ImagesAndPointsMatchThePlyExport) {
-  PredictionsWriter w;
+  PredictionsWriter w(path("predictions.safetensors"));
   const FrameResult f = test::make_frame(0);
   w.add(f);
-  w.write(path("predictions.safetensors"));
+  w.finish();
   const Tensor rgb = test::make_rgb_u8(3);
   auto images = make_image_sink(path("images"));
   images->add(f, &rgb);
@@ -93,9 +93,10 @@ TEST_F(Result, BadFilesGiveOneLine) {
   std::ofstream(path("predictions.safetensors")) << "not a safetensors file";
   EXPECT_THROW(read_result(path("")), Error);
   // A safetensors file without the predictions' tensors.
-  PredictionsWriter w;
+  PredictionsWriter w(path("whole.safetensors"));
   w.add(test::make_frame(0));
-  auto t = w.tensors();
+  w.finish();
+  TensorMap t = read_safetensors(path("whole.safetensors")).tensors;
   t.erase("c2w");
   write_safetensors(path("predictions.safetensors"), t);
   try {

@@ -1,88 +1,190 @@
-#include <algorithm>
-#include <cstring>
-#include <exception>
+// predictions.safetensors, written as the run goes. The depth maps go straight into the final
+// file's data (behind room reserved for the header) and the confidence maps into a second
+// file; finish() appends the confidence, then the cameras kept in memory, and writes the header
+// into its room. A long run so holds its maps on disk, not in memory, and only the confidence
+// is copied once at the end.
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "io/sinks/sink.h"
+#include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
-#include "lingbot/exports.h"
-#include "weights/safetensors.h"
 
 namespace lingbot {
+namespace {
 
-PredictionsWriter::PredictionsWriter(int64_t expected)
-    : expected_(std::max<int64_t>(expected, 0)) {}
+// The 8-byte header length and the JSON header, padded with spaces (which the format allows)
+// to this many bytes: the data starts 4 KiB into the file, and the header of any run fits.
+constexpr int64_t kHeaderRoom = 4096;
 
-void PredictionsWriter::add(const FrameResult& r) {
-  if (frames_ == 0) {
-    h_ = r.height;
-    w_ = r.width;
-    const size_t n = static_cast<size_t>(expected_);
-    try {
-      for (auto* v : {&pose_, &k_}) v->reserve(n * 9);
-      for (auto* v : {&c2w_, &w2c_}) v->reserve(n * 12);
-      for (auto* v : {&depth_, &conf_}) v->reserve(n * r.depth.size());
-    } catch (const std::exception&) {  // std::length_error, std::bad_alloc
-    }
+template <class T>
+std::string_view bytes_of(const std::vector<T>& v) {
+  return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)};
+}
+
+// Appends the file `from` to `to`, giving each copied piece of `from` back to the file system
+// where it can (hole punching), so that the disk does not hold the confidence maps twice.
+void append_file(const std::string& from, sinks::OutFile& to) {
+  const int fd = ::open(from.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot read " + from + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::string buf(8 << 20, '\0');
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("cannot read " + from + ": " + std::strerror(errno));
+    if (n == 0) return;
+    to.write(std::string_view(buf.data(), static_cast<size_t>(n)));
+    (void)::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, n);  // best effort
+    at += n;
   }
-  LINGBOT_CHECK(r.height == h_ && r.width == w_,
+}
+
+}  // namespace
+
+struct PredictionsWriter::State {
+  explicit State(const std::string& path)
+      : path(path),
+        data_path(path + ".partial"),
+        conf_path(path + ".conf.partial"),
+        data(data_path, true),
+        conf(conf_path, true) {
+    data.write(std::string(kHeaderRoom, ' '));
+  }
+  void discard() {
+    std::remove(data_path.c_str());
+    std::remove(conf_path.c_str());
+  }
+
+  std::string path, data_path, conf_path;
+  sinks::OutFile data, conf;
+  bool done = false;
+  int64_t frames = 0, h = 0, w = 0;
+  std::vector<float> pose, c2w, w2c, k;
+  std::vector<uint8_t> frame_type, is_keyframe;
+  std::mutex windows_m;  // add_window's thread against finish's
+  std::vector<float> chunk_scales, chunk_transforms;
+  bool windowed = false;
+};
+
+PredictionsWriter::PredictionsWriter(const std::string& path) {
+  try {
+    s_ = std::make_unique<State>(path);
+  } catch (...) {  // the first file may have been made before the second failed
+    std::remove((path + ".partial").c_str());
+    throw;
+  }
+}
+
+PredictionsWriter::~PredictionsWriter() {
+  if (!s_->done) s_->discard();
+}
+
+void PredictionsWriter::add(const FrameResult& r, const Tensor*) {
+  State& s = *s_;
+  LINGBOT_CHECK(!s.done, "PredictionsWriter::add after finish");
+  sinks::check_result(r);
+  if (s.frames == 0) {
+    s.h = r.height;
+    s.w = r.width;
+  }
+  LINGBOT_CHECK(r.height == s.h && r.width == s.w,
                 "all frames of a run must have one size: frame " + std::to_string(r.index) +
                     " is " + std::to_string(r.width) + "x" + std::to_string(r.height) +
-                    ", the first " + std::to_string(w_) + "x" + std::to_string(h_));
-  ++frames_;
-  pose_.insert(pose_.end(), r.pose_enc.begin(), r.pose_enc.end());
-  c2w_.insert(c2w_.end(), r.c2w.begin(), r.c2w.end());
-  w2c_.insert(w2c_.end(), r.w2c.begin(), r.w2c.end());
-  k_.insert(k_.end(), r.intrinsics.begin(), r.intrinsics.end());
-  depth_.insert(depth_.end(), r.depth.begin(), r.depth.end());
-  conf_.insert(conf_.end(), r.confidence.begin(), r.confidence.end());
-  frame_type_.push_back(r.scale_frame ? 0 : r.keyframe ? 1 : 2);
-  is_keyframe_.push_back(r.keyframe ? 1 : 0);
+                    ", the first " + std::to_string(s.w) + "x" + std::to_string(s.h));
+  s.data.write(bytes_of(r.depth));
+  s.conf.write(bytes_of(r.confidence));
+  ++s.frames;
+  s.pose.insert(s.pose.end(), r.pose_enc.begin(), r.pose_enc.end());
+  s.c2w.insert(s.c2w.end(), r.c2w.begin(), r.c2w.end());
+  s.w2c.insert(s.w2c.end(), r.w2c.begin(), r.w2c.end());
+  s.k.insert(s.k.end(), r.intrinsics.begin(), r.intrinsics.end());
+  s.frame_type.push_back(r.scale_frame ? 0 : r.keyframe ? 1 : 2);
+  s.is_keyframe.push_back(r.keyframe ? 1 : 0);
 }
 
 void PredictionsWriter::add_window(const WindowAlignment& w) {
-  windowed_ = true;
-  chunk_scales_.push_back(w.scale);
-  chunk_transforms_.insert(chunk_transforms_.end(), w.transform.begin(), w.transform.end());
+  std::lock_guard lock(s_->windows_m);
+  s_->windowed = true;
+  s_->chunk_scales.push_back(w.scale);
+  s_->chunk_transforms.insert(s_->chunk_transforms.end(), w.transform.begin(), w.transform.end());
 }
 
-// Views of the buffers, for reading only.
-std::map<std::string, Tensor> PredictionsWriter::views() const {
-  auto view = [](const auto& v, Shape s, DType t) {
-    using T = typename std::decay_t<decltype(v)>::value_type;
-    return Tensor::wrap(const_cast<T*>(v.data()), s, t, nullptr);
-  };
-  std::map<std::string, Tensor> t;
-  t["pose_enc"] = view(pose_, {frames_, 9}, DType::F32);
-  t["c2w"] = view(c2w_, {frames_, 3, 4}, DType::F32);
-  t["w2c"] = view(w2c_, {frames_, 3, 4}, DType::F32);
-  t["intrinsics"] = view(k_, {frames_, 3, 3}, DType::F32);
-  t["depth"] = view(depth_, {frames_, h_, w_}, DType::F32);
-  t["depth_conf"] = view(conf_, {frames_, h_, w_}, DType::F32);
-  t["frame_type"] = view(frame_type_, {frames_}, DType::U8);
-  t["is_keyframe"] = view(is_keyframe_, {frames_}, DType::Bool);
-  if (windowed_) {
-    const int64_t n = static_cast<int64_t>(chunk_scales_.size());
-    t["chunk_scales"] = view(chunk_scales_, {n}, DType::F32);
-    t["chunk_transforms"] = view(chunk_transforms_, {n, 4, 4}, DType::F32);
+void PredictionsWriter::finish() {
+  State& s = *s_;
+  if (s.done) return;
+  s.done = true;
+  try {
+    if (s.frames == 0) {
+      s.discard();
+      return;
+    }
+    std::lock_guard lock(s.windows_m);
+    s.conf.close();
+    append_file(s.conf_path, s.data);
+    // Data order: the maps first (already there), then the float arrays, then the byte arrays,
+    // so that every tensor starts aligned to its element size.
+    const Shape plane{s.frames, s.h, s.w};
+    const int64_t nw = static_cast<int64_t>(s.chunk_scales.size());
+    struct Entry {
+      const char* name;
+      const char* dtype;
+      Shape shape;
+      size_t size;
+      std::string_view bytes;  // what to append; the maps are in the file already
+    };
+    const size_t map_bytes = static_cast<size_t>(s.frames * s.h * s.w) * 4;
+    auto array = [](const char* name, const char* dtype, Shape shape, std::string_view bytes) {
+      return Entry{name, dtype, std::move(shape), bytes.size(), bytes};
+    };
+    std::vector<Entry> entries{{"depth", "F32", plane, map_bytes, {}},
+                               {"depth_conf", "F32", plane, map_bytes, {}},
+                               array("pose_enc", "F32", {s.frames, 9}, bytes_of(s.pose)),
+                               array("c2w", "F32", {s.frames, 3, 4}, bytes_of(s.c2w)),
+                               array("w2c", "F32", {s.frames, 3, 4}, bytes_of(s.w2c)),
+                               array("intrinsics", "F32", {s.frames, 3, 3}, bytes_of(s.k))};
+    if (s.windowed) {
+      entries.push_back(array("chunk_scales", "F32", {nw}, bytes_of(s.chunk_scales)));
+      entries.push_back(array("chunk_transforms", "F32", {nw, 4, 4}, bytes_of(s.chunk_transforms)));
+    }
+    entries.push_back(array("frame_type", "U8", {s.frames}, bytes_of(s.frame_type)));
+    entries.push_back(array("is_keyframe", "BOOL", {s.frames}, bytes_of(s.is_keyframe)));
+
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    header["__metadata__"] = {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}};
+    if (s.windowed) header["__metadata__"]["mode"] = "windowed";
+    uint64_t offset = 0;
+    for (const Entry& e : entries) {
+      header[e.name] = {
+          {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.size}}};
+      offset += e.size;
+      s.data.write(e.bytes);
+    }
+    std::string h = header.dump();
+    LINGBOT_CHECK(static_cast<int64_t>(h.size()) <= kHeaderRoom - 8,
+                  "predictions header of " + std::to_string(h.size()) + " bytes has no room");
+    h.resize(kHeaderRoom - 8, ' ');
+    std::string prefix(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      prefix[i] = static_cast<char>(static_cast<uint64_t>(h.size()) >> (8 * i));
+    s.data.write_at(0, prefix + h);
+    s.data.close();
+    if (std::rename(s.data_path.c_str(), s.path.c_str()) != 0)
+      throw Error("cannot write " + s.path + ": " + std::strerror(errno));
+    std::remove(s.conf_path.c_str());
+  } catch (...) {
+    s.discard();
+    throw;
   }
-  return t;
-}
-
-std::map<std::string, Tensor> PredictionsWriter::tensors() const {
-  std::map<std::string, Tensor> t = views();
-  for (auto& [name, v] : t) {
-    Tensor copy = Tensor::zeros(v.shape(), v.dtype());
-    if (v.nbytes()) std::memcpy(copy.raw(), v.raw(), v.nbytes());
-    v = copy;
-  }
-  return t;
-}
-
-void PredictionsWriter::write(const std::string& path) const {
-  const std::map<std::string, Tensor> v = views();
-  std::map<std::string, std::string> meta{
-      {"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}};
-  if (windowed_) meta["mode"] = "windowed";
-  write_safetensors(path, v, meta);
 }
 
 }  // namespace lingbot
