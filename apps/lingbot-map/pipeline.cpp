@@ -68,6 +68,11 @@ void add_export_options(CLI::App* sub, ExportArgs& a) {
   sub->add_option("--point-stride", a.point_stride, "points from every N-th pixel in x and y")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--voxel", a.voxel,
+                  "points: at most one per cube of this fraction of the first frame's median "
+                  "depth (0.01: 1 %), so a long run's cloud grows with the scene (0 = all)")
+      ->capture_default_str()
+      ->check(kNonNegative);
   sub->add_option("--depth-scale", a.depth_scale, "16-bit depth PNG value = depth x this")
       ->capture_default_str()
       ->check(kPositive);
@@ -76,7 +81,7 @@ void add_export_options(CLI::App* sub, ExportArgs& a) {
 ExportOptions export_options(const ExportArgs& a, FrameNamer name) {
   ExportOptions o;
   o.formats = parse_export_list(a.formats);
-  o.points = {.conf_threshold = a.conf_threshold, .stride = a.point_stride};
+  o.points = {.conf_threshold = a.conf_threshold, .stride = a.point_stride, .voxel = a.voxel};
   o.depth.depth_scale = a.depth_scale;
   o.name = std::move(name);
   return o;

@@ -29,11 +29,13 @@ inline CLI::Validator sign_check(bool allow_zero) {
 inline const CLI::Validator kNonNegative = sign_check(true);
 inline const CLI::Validator kPositive = sign_check(false);
 
-// The --export, --conf-threshold, --point-stride and --depth-scale flags of run and demo.
+// The --export, --conf-threshold, --point-stride, --voxel and --depth-scale flags of run and
+// demo.
 struct ExportArgs {
   std::string formats;
   float conf_threshold = 1.5f;
   int point_stride = 4;
+  float voxel = 0;
   float depth_scale = 1000;
 };
 void add_export_options(CLI::App* sub, ExportArgs& a);

@@ -74,6 +74,11 @@ std::unique_ptr<ResultSink> make_depth_png_sink(const std::string& dir,
 struct PointOptions {
   float conf_threshold = 1.5f;  // keep pixels with confidence above this (the reference viewer's)
   int stride = 4;               // every stride-th column of every stride-th row
+  // > 0: at most one point per cube of a grid whose edge is `voxel` times the median depth of
+  // the run's first frame (0.01: 1 %), the first point to land in the cube, so that a long run's
+  // cloud grows with the scene rather than with its frames. The exports remember the last
+  // 4,194,304 cubes (a fixed 34 MB each); a cube forgotten since may take a point again.
+  float voxel = 0;
 };
 // Binary little-endian PLY: float x y z, uchar red green blue, float confidence.
 std::unique_ptr<ResultSink> make_ply_sink(const std::string& path, PointOptions options = {});

@@ -30,6 +30,8 @@ struct ResultOutputs {
   int kept_maps = 0;
   bool glb = false;      // the GLB export keeps every frame's points until the end
   int point_stride = 4;  // PointOptions::stride of the GLB points
+  // Point exports (PLY, GLB, COLMAP) thinned by PointOptions::voxel: a fixed table each.
+  int voxel_filters = 0;
   // Input frames the reader keeps after handing them out (windowed overlaps); 0 or 1 = none.
   int64_t recent_frames = 0;
   // Windowed mode: the results are stitched from windows, each held whole until aligned.

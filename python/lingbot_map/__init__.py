@@ -125,7 +125,7 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
         camera_iterations: int = 4, flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30,
         max_special_frames: int = 0, window_size: int = 64, overlap: int = 16,
         overlap_keyframes: int | None = None, conf_threshold: float = 1.5, point_stride: int = 4,
-        depth_scale: float = 1000, cache_stats: PathLike | None = None, preflight: bool = True,
+        voxel: float = 0.0, depth_scale: float = 1000, cache_stats: PathLike | None = None, preflight: bool = True,
         progress: Callable[[int, int], None] | None = None,
         log: Callable[[str], None] | None = None) -> dict:
     """What `lingbot-map run` does, from Python: returns the reference demo's prediction dict.
@@ -159,7 +159,7 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
                    flow_threshold=flow_threshold, max_non_keyframe_gap=max_non_keyframe_gap,
                    max_special_frames=max_special_frames, window_size=window_size,
                    overlap=overlap, overlap_keyframes=overlap_keyframes,
-                   conf_threshold=conf_threshold, point_stride=point_stride,
+                   conf_threshold=conf_threshold, point_stride=point_stride, voxel=voxel,
                    depth_scale=depth_scale, cache_stats=cache_stats, preflight=preflight)
     if keyframe_interval < 0:
         raise ValueError(f"keyframe_interval must be >= 0 (0 = auto), got {keyframe_interval}")

@@ -88,7 +88,8 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
   if (windowed) ro.windowed = w;
   ro.exports.formats = exports;
   ro.exports.points = {.conf_threshold = get<float>(o, "conf_threshold"),
-                       .stride = get<int>(o, "point_stride")};
+                       .stride = get<int>(o, "point_stride"),
+                       .voxel = get<float>(o, "voxel")};
   ro.exports.depth.depth_scale = get<float>(o, "depth_scale");
   if (!o["cache_stats"].is_none()) ro.cache_stats_path = path_arg(o["cache_stats"]);
 
@@ -100,16 +101,20 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
     }
     if (!first) throw py::value_error(input + ": has no frames");
     const auto& f = ro.exports.formats;
-    RunPlan plan{.height = first->dim(1),
-                 .width = first->dim(2),
-                 .frames = frames,
-                 .stream = stream,
-                 // Every frame's depth, confidence and image (3 maps) are returned, and the
-                 // images copied into one array at the end: 8 maps a frame.
-                 .results = {.kept_maps = 8,
-                             .glb = std::find(f.begin(), f.end(), "glb") != f.end(),
-                             .point_stride = ro.exports.points.stride,
-                             .recent_frames = in.keep_recent}};
+    auto has = [&](const char* format) { return std::find(f.begin(), f.end(), format) != f.end(); };
+    RunPlan plan{
+        .height = first->dim(1),
+        .width = first->dim(2),
+        .frames = frames,
+        .stream = stream,
+        // Every frame's depth, confidence and image (3 maps) are returned, and the
+        // images copied into one array at the end: 8 maps a frame.
+        .results = {.kept_maps = 8,
+                    .glb = has("glb"),
+                    .point_stride = ro.exports.points.stride,
+                    .voxel_filters =
+                        ro.exports.points.voxel > 0 ? has("ply") + has("glb") + has("colmap") : 0,
+                    .recent_frames = in.keep_recent}};
     if (windowed) plan.windowed = w;
     check_fits(e, plan, "scale_frames");
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/sinks/sink_util.h"
 #include "model/model.h"
 #include "stream/sequence.h"
 
@@ -64,6 +65,7 @@ size_t estimate_result_memory(const ResultOutputs& r, int64_t height, int64_t wi
         static_cast<size_t>(((height + stride - 1) / stride) * ((width + stride - 1) / stride));
     b += n * (points * 16 + 80);  // x y z F32 + RGBA8 per point; camera and typical depth
   }
+  b += static_cast<size_t>(std::max(r.voxel_filters, 0)) * sinks::VoxelFilter::bytes();
   // The session: two result slots (normalized input 3 planes, depth, confidence) of a phase-1
   // call; the phase-1 frames and their batched copy; two frames waiting for their results.
   b += 2 * s1 * 5 * plane + 2 * s1 * 3 * plane + 2 * 3 * plane;

@@ -30,6 +30,7 @@ MemoryEstimate estimate_memory(const ModelConfig& config, DType compute, int64_t
 // - the GLB export: every frame's points (16 bytes each; every point of the stride grid of its
 //   PointOptions, i.e. all of them above the confidence threshold) and its camera, until the end;
 // - the video timestamps of the TUM trajectory (8 bytes a frame);
+// - the voxel filters of the point exports (a fixed table each);
 // - the maps the caller keeps of every frame (ResultOutputs::kept_maps);
 // and what the pipelined session holds on the host whatever the length: its two result slots
 // (normalized input, depth and confidence of up to a phase-1 call each: scale frames), the

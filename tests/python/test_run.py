@@ -25,7 +25,8 @@ def files(folder):
 
 
 @pytest.mark.parametrize("mode, extra, flags", [
-    ("streaming", dict(keyframe_interval=3), ["--keyframe-interval", "3"]),
+    ("streaming", dict(keyframe_interval=3, voxel=0.1),
+     ["--keyframe-interval", "3", "--voxel", "0.1"]),
     ("windowed", dict(window_size=8, overlap=4), ["--window-size", "8", "--overlap", "4"]),
 ])
 def test_run_writes_the_files_the_cli_writes(tiny_engine, fixtures, cli, tmp_path, mode, extra,

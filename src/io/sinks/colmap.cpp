@@ -61,7 +61,9 @@ class ColmapSink : public ResultSink {
                   name_(r.index) + "\n\n");
     // Formatted in place: a frame has thousands of points.
     lines_.clear();
+    voxels_.start_frame(r);
     sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
+      if (!voxels_.keep(p)) return;
       char b[128], *e = b + sizeof b;
       char* c = std::to_chars(b, e, ++next_point_).ptr;
       for (float v : {p.x, p.y, p.z}) {
@@ -92,6 +94,7 @@ class ColmapSink : public ResultSink {
   }
 
   PointOptions o_;
+  sinks::VoxelFilter voxels_{o_};
   FrameNamer name_;
   sinks::OutFile cameras_, images_, points_;
   int64_t next_point_ = 0;

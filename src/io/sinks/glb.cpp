@@ -47,20 +47,6 @@ struct Camera {
   int width, height;
 };
 
-// Median of the finite positive depths on the point grid; 0 when there is none.
-float typical_depth(const FrameResult& r, int stride) {
-  std::vector<float> d;
-  for (int v = 0; v < r.height; v += stride)
-    for (int u = 0; u < r.width; u += stride) {
-      const float x = r.depth[static_cast<size_t>(v) * r.width + u];
-      if (std::isfinite(x) && x > 0) d.push_back(x);
-    }
-  if (d.empty()) return 0;
-  auto mid = d.begin() + d.size() / 2;
-  std::nth_element(d.begin(), mid, d.end());
-  return *mid;
-}
-
 std::string u32(uint32_t v) {
   char b[4];
   std::memcpy(b, &v, 4);
@@ -88,7 +74,9 @@ class GlbSink : public ResultSink {
     sinks::check_result(r);
     frame_positions_.clear();
     frame_colours_.clear();
+    voxels_.start_frame(r);
     sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
+      if (!voxels_.keep(p)) return;
       frame_positions_.insert(frame_positions_.end(), {p.x, p.y, p.z});
       frame_colours_.insert(frame_colours_.end(), {p.rgb[0], p.rgb[1], p.rgb[2], 255});
     });
@@ -104,7 +92,7 @@ class GlbSink : public ResultSink {
     colours_.insert(colours_.end(), frame_colours_.begin(), frame_colours_.end());
     const auto& k = r.intrinsics;
     cameras_.push_back({r.c2w, k[0], k[4], k[2], k[5], r.width, r.height});
-    depths_.push_back(typical_depth(r, o_.stride));
+    depths_.push_back(sinks::typical_depth(r, o_.stride));
     if (static_cast<int64_t>(cameras_.size()) - written_frames_ >=
         std::max<int64_t>(kMinRewriteFrames, static_cast<int64_t>(cameras_.size()) / 8))
       write();
@@ -225,7 +213,8 @@ class GlbSink : public ResultSink {
                              {"extras",
                               {{"frames", cameras_.size()},
                                {"conf_threshold", o_.conf_threshold},
-                               {"point_stride", o_.stride}}}}},
+                               {"point_stride", o_.stride},
+                               {"voxel", o_.voxel}}}}},
                            {"scene", 0},
                            {"scenes", nlohmann::json::array({{{"nodes", {0}}}})},
                            {"nodes", nodes}};
@@ -257,6 +246,7 @@ class GlbSink : public ResultSink {
 
   std::string path_;
   PointOptions o_;
+  sinks::VoxelFilter voxels_{o_};
   std::vector<float> positions_;  // x y z per point
   std::vector<uint8_t> colours_;  // r g b a per point
   std::array<float, 3> lo_{std::numeric_limits<float>::infinity(),

@@ -34,6 +34,8 @@ class PlySink : public ResultSink {
         "ply\nformat binary_little_endian 1.0\n"
         "comment lingbot-map points: world coordinates, confidence > " +
         sinks::fmt(o_.conf_threshold) + ", pixel stride " + std::to_string(o_.stride) +
+        (o_.voxel > 0 ? ", one per voxel of " + sinks::fmt(o_.voxel) + " x the first median depth"
+                      : std::string()) +
         "\nelement vertex ";
     count_offset_ = static_cast<int64_t>(header.size());
     header += count_field(0) +
@@ -49,7 +51,9 @@ class PlySink : public ResultSink {
     sinks::check_result(r);
     buf_.clear();
     int64_t n = 0;
+    voxels_.start_frame(r);
     sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
+      if (!voxels_.keep(p)) return;
       put_f32(buf_, p.x);
       put_f32(buf_, p.y);
       put_f32(buf_, p.z);
@@ -77,6 +81,7 @@ class PlySink : public ResultSink {
  private:
   sinks::OutFile file_;
   PointOptions o_;
+  sinks::VoxelFilter voxels_{o_};
   int64_t count_offset_ = 0, header_bytes_ = 0, points_ = 0;
   std::string buf_;
 };

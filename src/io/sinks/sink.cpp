@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -150,6 +152,61 @@ std::array<uint8_t, 3> PixelColours::at(int64_t pixel) const {
     }
   }
   return c;
+}
+
+float typical_depth(const FrameResult& r, int stride) {
+  std::vector<float> d;
+  for (int v = 0; v < r.height; v += stride)
+    for (int u = 0; u < r.width; u += stride) {
+      const float x = r.depth[static_cast<size_t>(v) * r.width + u];
+      if (std::isfinite(x) && x > 0) d.push_back(x);
+    }
+  if (d.empty()) return 0;
+  auto mid = d.begin() + d.size() / 2;
+  std::nth_element(d.begin(), mid, d.end());
+  return *mid;
+}
+
+VoxelFilter::VoxelFilter(const PointOptions& o, int64_t buckets)
+    : voxel_(o.voxel), stride_(std::max(o.stride, 1)), buckets_(buckets) {
+  LINGBOT_CHECK(std::isfinite(voxel_) && voxel_ >= 0,
+                "the point voxel must be a fraction >= 0, got " + fmt(voxel_));
+  LINGBOT_CHECK(buckets > 0 && (buckets & (buckets - 1)) == 0, "voxel buckets: a power of two");
+}
+
+void VoxelFilter::start_frame(const FrameResult& r) {
+  if (voxel_ == 0 || edge_ > 0) return;
+  edge_ = voxel_ * typical_depth(r, stride_);
+  if (edge_ > 0 && keys_.empty()) {
+    keys_.assign(static_cast<size_t>(buckets_) * 8, 0);
+    oldest_.assign(static_cast<size_t>(buckets_), 0);
+  }
+}
+
+bool VoxelFilter::keep(const Point& p) {
+  if (!(edge_ > 0)) return true;
+  // 21 bits a cube index, +-2^20 cubes from the origin (cubes beyond join the outermost): the
+  // three in one key, its top bit set so that no key is 0.
+  constexpr double kHalf = 1 << 20;
+  auto cell = [&](float x) {
+    const double c = std::clamp(std::floor(static_cast<double>(x) / edge_), -kHalf, kHalf - 1);
+    return static_cast<uint64_t>(static_cast<int64_t>(c) + (int64_t{1} << 20));
+  };
+  const uint64_t key = (uint64_t{1} << 63) | cell(p.x) << 42 | cell(p.y) << 21 | cell(p.z);
+  // Fibonacci hashing: the top bits of the product pick the bucket.
+  const int bits = std::countr_zero(static_cast<uint64_t>(buckets_));
+  const size_t b = bits ? static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - bits)) : 0;
+  uint64_t* slots = keys_.data() + 8 * b;
+  for (int i = 0; i < 8; ++i) {
+    if (slots[i] == key) return false;
+    if (slots[i] == 0) {
+      slots[i] = key;
+      return true;
+    }
+  }
+  slots[oldest_[b]] = key;
+  oldest_[b] = static_cast<uint8_t>((oldest_[b] + 1) % 8);
+  return true;
 }
 
 void check_result(const FrameResult& r) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/sinks/sink.h"
 #include "lingbot/error.h"
@@ -98,6 +99,31 @@ void for_each_point(const FrameResult& r, const Tensor* rgb, const PointOptions&
       emit(p);
     }
 }
+
+// Median of the finite positive depths on the stride grid; 0 when there is none.
+float typical_depth(const FrameResult& r, int stride);
+
+// PointOptions::voxel for one export: keep(p) is true for the first point in each cube. The edge
+// is fixed by the first frame whose typical depth is known (its points before that are all
+// kept). The cubes seen are a set-associative table of `buckets` x 8 keys, replacing the oldest
+// key of a full bucket: fixed memory, and exact until a bucket overflows.
+class VoxelFilter {
+ public:
+  static constexpr int64_t kBuckets = int64_t{1} << 19;
+  static constexpr size_t bytes(int64_t buckets = kBuckets) {
+    return static_cast<size_t>(buckets) * (8 * sizeof(uint64_t) + 1);
+  }
+  explicit VoxelFilter(const PointOptions& o, int64_t buckets = kBuckets);
+  void start_frame(const FrameResult& r);  // before the frame's points
+  bool keep(const Point& p);
+
+ private:
+  float voxel_ = 0, edge_ = 0;
+  int stride_ = 1;
+  int64_t buckets_ = 0;
+  std::vector<uint64_t> keys_;   // 8 per bucket; 0 = empty
+  std::vector<uint8_t> oldest_;  // per bucket: the slot to replace next
+};
 
 // Checks that depth and confidence hold height * width values.
 void check_result(const FrameResult& r);
