@@ -76,8 +76,9 @@ struct PointOptions {
   int stride = 4;               // every stride-th column of every stride-th row
   // > 0: at most one point per cube of a grid whose edge is `voxel` times the median depth of
   // the run's first frame (0.01: 1 %), the first point to land in the cube, so that a long run's
-  // cloud grows with the scene rather than with its frames. The exports remember the last
-  // 4,194,304 cubes (a fixed 34 MB each); a cube forgotten since may take a point again.
+  // cloud grows with the scene rather than with its frames. Each export remembers up to
+  // 4,194,304 cubes (16 bytes a cube, at most 34 MB); beyond, a cube forgotten since may take a
+  // point again.
   float voxel = 0;
 };
 // Binary little-endian PLY: float x y z, uchar red green blue, float confidence.

@@ -79,6 +79,23 @@ TEST(VoxelFilter, AFullBucketForgetsItsOldestCube) {
   EXPECT_EQ(sinks::VoxelFilter::bytes(), size_t(1 << 19) * 65);
 }
 
+// Below its bound the table grows and stays exact: 200,000 cubes (past the first table's 32,768
+// keys, through two growths) are all kept once, and none twice.
+TEST(VoxelFilter, GrowsExactlyUpToItsBound) {
+  FrameResult f = test::make_frame(0);
+  std::fill(f.depth.begin(), f.depth.end(), 1.0f);
+  sinks::VoxelFilter filter({.voxel = 1});
+  filter.start_frame(f);
+  auto point = [](int i) {
+    return sinks::Point{
+        float(i % 100) + 0.5f, float(i / 100 % 100) + 0.5f, float(i / 10000) - 9.5f, 2, {}, 0, 0};
+  };
+  int64_t kept = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < 200000; ++i) kept += filter.keep(point(i));
+  EXPECT_EQ(kept, 200000);
+}
+
 TEST_F(Voxel, PlyGlbAndColmapKeepTheSamePoints) {
   const PointOptions o{.conf_threshold = 1.2f, .stride = 1, .voxel = 0.1f};
   auto ply = make_ply_sink(path("p.ply"), o);

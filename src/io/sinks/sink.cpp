@@ -167,19 +167,20 @@ float typical_depth(const FrameResult& r, int stride) {
   return *mid;
 }
 
-VoxelFilter::VoxelFilter(const PointOptions& o, int64_t buckets)
-    : voxel_(o.voxel), stride_(std::max(o.stride, 1)), buckets_(buckets) {
+VoxelFilter::VoxelFilter(const PointOptions& o, int64_t max_buckets)
+    : voxel_(o.voxel), stride_(std::max(o.stride, 1)), max_buckets_(max_buckets) {
   LINGBOT_CHECK(std::isfinite(voxel_) && voxel_ >= 0,
                 "the point voxel must be a fraction >= 0, got " + fmt(voxel_));
-  LINGBOT_CHECK(buckets > 0 && (buckets & (buckets - 1)) == 0, "voxel buckets: a power of two");
+  LINGBOT_CHECK(max_buckets > 0 && std::has_single_bit(static_cast<uint64_t>(max_buckets)),
+                "voxel buckets: a power of two");
 }
 
 void VoxelFilter::start_frame(const FrameResult& r) {
   if (voxel_ == 0 || edge_ > 0) return;
   edge_ = voxel_ * typical_depth(r, stride_);
-  if (edge_ > 0 && keys_.empty()) {
+  if (edge_ > 0) {
+    buckets_ = std::min<int64_t>(max_buckets_, 4096);
     keys_.assign(static_cast<size_t>(buckets_) * 8, 0);
-    oldest_.assign(static_cast<size_t>(buckets_), 0);
   }
 }
 
@@ -193,6 +194,12 @@ bool VoxelFilter::keep(const Point& p) {
     return static_cast<uint64_t>(static_cast<int64_t>(c) + (int64_t{1} << 20));
   };
   const uint64_t key = (uint64_t{1} << 63) | cell(p.x) << 42 | cell(p.y) << 21 | cell(p.z);
+  if (!insert(key)) return false;
+  if (++stored_ > buckets_ * 4 && buckets_ < max_buckets_) grow();
+  return true;
+}
+
+bool VoxelFilter::insert(uint64_t key) {
   // Fibonacci hashing: the top bits of the product pick the bucket.
   const int bits = std::countr_zero(static_cast<uint64_t>(buckets_));
   const size_t b = bits ? static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - bits)) : 0;
@@ -204,9 +211,21 @@ bool VoxelFilter::keep(const Point& p) {
       return true;
     }
   }
+  // Full: below the bound only by bad luck (the table grows at half), so it forgets there too.
+  if (oldest_.empty()) oldest_.assign(static_cast<size_t>(buckets_), 0);
   slots[oldest_[b]] = key;
   oldest_[b] = static_cast<uint8_t>((oldest_[b] + 1) % 8);
   return true;
+}
+
+void VoxelFilter::grow() {
+  std::vector<uint64_t> old = std::move(keys_);
+  buckets_ = std::min(buckets_ * 4, max_buckets_);
+  keys_.assign(static_cast<size_t>(buckets_) * 8, 0);
+  oldest_.clear();
+  stored_ = 0;
+  for (uint64_t k : old)
+    if (k) stored_ += insert(k);
 }
 
 void check_result(const FrameResult& r) {

@@ -105,24 +105,28 @@ float typical_depth(const FrameResult& r, int stride);
 
 // PointOptions::voxel for one export: keep(p) is true for the first point in each cube. The edge
 // is fixed by the first frame whose typical depth is known (its points before that are all
-// kept). The cubes seen are a set-associative table of `buckets` x 8 keys, replacing the oldest
-// key of a full bucket: fixed memory, and exact until a bucket overflows.
+// kept). The cubes seen are a set-associative table of buckets x 8 keys that grows fourfold
+// while half full, up to `max_buckets`; there a full bucket replaces its oldest key. Its memory
+// is so bounded by bytes(max_buckets), and it is exact until a bucket at the bound overflows.
 class VoxelFilter {
  public:
-  static constexpr int64_t kBuckets = int64_t{1} << 19;
-  static constexpr size_t bytes(int64_t buckets = kBuckets) {
+  static constexpr int64_t kMaxBuckets = int64_t{1} << 19;
+  static constexpr size_t bytes(int64_t buckets = kMaxBuckets) {
     return static_cast<size_t>(buckets) * (8 * sizeof(uint64_t) + 1);
   }
-  explicit VoxelFilter(const PointOptions& o, int64_t buckets = kBuckets);
+  explicit VoxelFilter(const PointOptions& o, int64_t max_buckets = kMaxBuckets);
   void start_frame(const FrameResult& r);  // before the frame's points
   bool keep(const Point& p);
 
  private:
+  bool insert(uint64_t key);  // false when present
+  void grow();
+
   float voxel_ = 0, edge_ = 0;
   int stride_ = 1;
-  int64_t buckets_ = 0;
+  int64_t max_buckets_ = 0, buckets_ = 0, stored_ = 0;
   std::vector<uint64_t> keys_;   // 8 per bucket; 0 = empty
-  std::vector<uint8_t> oldest_;  // per bucket: the slot to replace next
+  std::vector<uint8_t> oldest_;  // per bucket at the bound: the slot to replace next
 };
 
 // Checks that depth and confidence hold height * width values.
