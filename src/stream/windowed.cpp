@@ -339,7 +339,8 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
                             const std::function<Tensor(int64_t)>& frame_at,
                             const WindowedOptions& options,
                             const std::function<void(const char*)>& log) {
-  // The stitched frames stacked as they arrive: one copy of the maps, never two.
+  // The stitched frames stacked as they arrive, the maps reserved for the whole sequence: one
+  // copy of them, never the old and the doubled buffer of a growing one.
   std::vector<float> pose, c2w, w2c, k, depth, conf, scales, transforms;
   std::vector<uint8_t> type, key;
   int64_t h = 0, w = 0;
@@ -348,6 +349,10 @@ WindowedResult run_windowed(Engine& engine, int64_t frames,
       [&](const FrameResult& f) {
         h = f.height;
         w = f.width;
+        if (depth.empty()) {
+          depth.reserve(static_cast<size_t>(frames) * f.depth.size());
+          conf.reserve(depth.capacity());
+        }
         pose.insert(pose.end(), f.pose_enc.begin(), f.pose_enc.end());
         c2w.insert(c2w.end(), f.c2w.begin(), f.c2w.end());
         w2c.insert(w2c.end(), f.w2c.begin(), f.w2c.end());
