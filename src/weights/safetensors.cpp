@@ -98,6 +98,18 @@ SafetensorsFile read_safetensors(const std::string& path) {
   return parse_safetensors(f.data, f.size, f.owner, path);
 }
 
+std::string safetensors_prefix(std::string json, size_t size) {
+  if (size == 0) size = 8 + (json.size() + 7) / 8 * 8;
+  if (json.size() + 8 > size)
+    throw Error("safetensors header of " + std::to_string(json.size()) + " bytes has no room in " +
+                std::to_string(size));
+  json.resize(size - 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>(static_cast<uint64_t>(json.size()) >> (8 * i));
+  return out + json;
+}
+
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -110,15 +122,11 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');  // keeps tensor data 8-byte aligned
+  const std::string h = safetensors_prefix(header.dump());
   std::string tmp = path + ".partial";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i)
-    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  bool ok = std::fwrite(h.data(), 1, h.size(), f) == h.size();
   for (auto& [name, t] : tensors)
     if (ok && t.nbytes()) ok = std::fwrite(t.raw(), 1, t.nbytes(), f) == t.nbytes();
   ok = (std::fclose(f) == 0) && ok;

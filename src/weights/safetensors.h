@@ -24,6 +24,11 @@ SafetensorsFile read_safetensors(const std::string& path);
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
                                   const std::string& what = "buffer");
 
+// What precedes a file's tensor data: the header's length as 8 little-endian bytes, then the JSON
+// header padded with spaces (which the format allows) to `size` bytes in all, or where `size` is 0
+// to the next multiple of 8 so that the data stays aligned. Throws if the header needs more room.
+std::string safetensors_prefix(std::string json, size_t size = 0);
+
 // Writes host tensors (any dtype) in name order; the file is complete or absent afterwards.
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});

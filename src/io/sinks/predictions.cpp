@@ -15,12 +15,13 @@
 #include "io/sinks/sink.h"
 #include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
+#include "weights/safetensors.h"
 
 namespace lingbot {
 namespace {
 
-// The 8-byte header length and the JSON header, padded with spaces (which the format allows)
-// to this many bytes: the data starts 4 KiB into the file, and the header of any run fits.
+// The room for the header length and the JSON header: the data starts 4 KiB into the file, and
+// the header of any run fits.
 constexpr int64_t kHeaderRoom = 4096;
 
 template <class T>
@@ -137,46 +138,41 @@ void PredictionsWriter::finish() {
     const int64_t nw = static_cast<int64_t>(s.chunk_scales.size());
     struct Entry {
       const char* name;
-      const char* dtype;
+      DType dtype;
       Shape shape;
       size_t size;
       std::string_view bytes;  // what to append; the maps are in the file already
     };
     const size_t map_bytes = static_cast<size_t>(s.frames * s.h * s.w) * 4;
-    auto array = [](const char* name, const char* dtype, Shape shape, std::string_view bytes) {
+    auto array = [](const char* name, DType dtype, Shape shape, std::string_view bytes) {
       return Entry{name, dtype, std::move(shape), bytes.size(), bytes};
     };
-    std::vector<Entry> entries{{"depth", "F32", plane, map_bytes, {}},
-                               {"depth_conf", "F32", plane, map_bytes, {}},
-                               array("pose_enc", "F32", {s.frames, 9}, bytes_of(s.pose)),
-                               array("c2w", "F32", {s.frames, 3, 4}, bytes_of(s.c2w)),
-                               array("w2c", "F32", {s.frames, 3, 4}, bytes_of(s.w2c)),
-                               array("intrinsics", "F32", {s.frames, 3, 3}, bytes_of(s.k))};
+    std::vector<Entry> entries{{"depth", DType::F32, plane, map_bytes, {}},
+                               {"depth_conf", DType::F32, plane, map_bytes, {}},
+                               array("pose_enc", DType::F32, {s.frames, 9}, bytes_of(s.pose)),
+                               array("c2w", DType::F32, {s.frames, 3, 4}, bytes_of(s.c2w)),
+                               array("w2c", DType::F32, {s.frames, 3, 4}, bytes_of(s.w2c)),
+                               array("intrinsics", DType::F32, {s.frames, 3, 3}, bytes_of(s.k))};
     if (s.windowed) {
-      entries.push_back(array("chunk_scales", "F32", {nw}, bytes_of(s.chunk_scales)));
-      entries.push_back(array("chunk_transforms", "F32", {nw, 4, 4}, bytes_of(s.chunk_transforms)));
+      entries.push_back(array("chunk_scales", DType::F32, {nw}, bytes_of(s.chunk_scales)));
+      entries.push_back(
+          array("chunk_transforms", DType::F32, {nw, 4, 4}, bytes_of(s.chunk_transforms)));
     }
-    entries.push_back(array("frame_type", "U8", {s.frames}, bytes_of(s.frame_type)));
-    entries.push_back(array("is_keyframe", "BOOL", {s.frames}, bytes_of(s.is_keyframe)));
+    entries.push_back(array("frame_type", DType::U8, {s.frames}, bytes_of(s.frame_type)));
+    entries.push_back(array("is_keyframe", DType::Bool, {s.frames}, bytes_of(s.is_keyframe)));
 
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
     header["__metadata__"] = {{"pose_convention", "c2w = [R(q)|t], OpenCV camera axes"}};
     if (s.windowed) header["__metadata__"]["mode"] = "windowed";
     uint64_t offset = 0;
     for (const Entry& e : entries) {
-      header[e.name] = {
-          {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.size}}};
+      header[e.name] = {{"dtype", dtype_name(e.dtype)},
+                        {"shape", e.shape},
+                        {"data_offsets", {offset, offset + e.size}}};
       offset += e.size;
       s.data.write(e.bytes);
     }
-    std::string h = header.dump();
-    LINGBOT_CHECK(static_cast<int64_t>(h.size()) <= kHeaderRoom - 8,
-                  "predictions header of " + std::to_string(h.size()) + " bytes has no room");
-    h.resize(kHeaderRoom - 8, ' ');
-    std::string prefix(8, '\0');
-    for (int i = 0; i < 8; ++i)
-      prefix[i] = static_cast<char>(static_cast<uint64_t>(h.size()) >> (8 * i));
-    s.data.write_at(0, prefix + h);
+    s.data.write_at(0, safetensors_prefix(header.dump(), kHeaderRoom));
     s.data.close();
     if (std::rename(s.data_path.c_str(), s.path.c_str()) != 0)
       throw Error("cannot write " + s.path + ": " + std::strerror(errno));

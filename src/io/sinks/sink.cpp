@@ -39,6 +39,7 @@ void OutFile::fail() const {
 
 void OutFile::write(std::string_view bytes) {
   if (!f_) fail();
+  if (bytes.empty()) return;  // an empty view may have no data pointer, which fwrite may not take
   errno = 0;
   if (std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) fail();
   size_ += static_cast<int64_t>(bytes.size());
@@ -46,6 +47,7 @@ void OutFile::write(std::string_view bytes) {
 
 void OutFile::write_at(int64_t offset, std::string_view bytes) {
   if (!f_) fail();
+  if (bytes.empty()) return;
   errno = 0;
   if (std::fseek(f_, offset, SEEK_SET) != 0 ||
       std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size() ||
