@@ -139,6 +139,7 @@ int demo(const DemoArgs& a) {
         stream.keyframe_interval, static_cast<long long>(stream.max_special_frames));
   if (!o.exports.formats.empty())
     std::printf("  exports:       %s/ (%s)\n", a.out.c_str(), join(o.exports.formats).c_str());
+  if (s.stopped) return 130;  // interrupted: the files of the frames before are written
   if (a.render) {
     // The result drawn as `lingbot-map render DIR --camera static` would (an overview: the
     // synthetic cameras jump about too much to follow).

@@ -1,10 +1,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -45,14 +43,6 @@ struct RunArgs {
   std::string json;  // the timing report as JSON
   ViewerArgs viewer;
 };
-
-// A live source has no end: Ctrl-C ends its input and the run finishes with what it has (a second
-// Ctrl-C, back to the default action, stops at once).
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) {
-  g_interrupted = true;
-  std::signal(SIGINT, SIG_DFL);
-}
 
 PreprocessMode parse_mode(const std::string& m) {
   if (m == "crop") return PreprocessMode::Crop;
@@ -233,10 +223,6 @@ int run(const RunArgs& a) {
       if (!a.quiet) std::fprintf(stderr, "%s\n", line);
     };
   }
-  if (input->live()) {
-    std::signal(SIGINT, on_interrupt);
-    o.stop = [] { return g_interrupted.load(); };
-  }
   const RunReport r = run_with_progress(*engine, *input, o, a.quiet, a.json);
   if (windowed)
     std::printf("%lld frames in %lld windows, %.2f s; wrote %s/predictions.safetensors\n",
@@ -254,7 +240,8 @@ int run(const RunArgs& a) {
     std::fflush(stdout);
     serve_until_interrupted(*viewer);
   }
-  return 0;
+  // A live source ends with Ctrl-C; any other run cut short says so (128 + SIGINT, as a shell).
+  return r.stopped && !input->live() ? 130 : 0;
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,37 @@
 
 namespace lingbot::cli {
 namespace {
+
+// Ctrl-C or SIGTERM during a run ends its input: the frames read so far are finished and every
+// output is written as at the input's end, so a long run cut short keeps a valid
+// predictions.safetensors. A second signal, back to the default action, stops at once.
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int sig) {
+  g_stop = true;
+  std::signal(sig, SIG_DFL);
+}
+
+// The handlers for one run, put back as they were afterwards; a signal the process was started
+// ignoring (nohup, a background job) stays ignored.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    g_stop = false;
+    for (int i = 0; i < 2; ++i) {
+      before_[i] = std::signal(kSignals[i], on_stop_signal);
+      if (before_[i] == SIG_IGN) std::signal(kSignals[i], SIG_IGN);
+    }
+  }
+  ~StopOnSignal() {
+    for (int i = 0; i < 2; ++i) std::signal(kSignals[i], before_[i]);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  void (*before_[2])(int);
+};
 
 // One updating line (bar, frames/s, ETA) on a terminal; a plain line per frame otherwise, so
 // logs stay readable.
@@ -107,6 +140,8 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
       progress->update(++done, r.keyframe);
     };
   }
+  StopOnSignal signals;
+  options.stop = [user = std::move(options.stop)] { return g_stop.load() || (user && user()); };
   RunReport report;
   try {
     report = run(engine, source, options);
@@ -116,6 +151,10 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
   }
   if (progress) progress->done();
   if (!quiet) std::fprintf(stderr, "%s\n", describe(report).c_str());
+  if (report.stopped && !source.live())
+    std::fprintf(stderr, "lingbot-map: interrupted after %lld frames; their results are in %s\n",
+                 static_cast<long long>(report.frames),
+                 options.out_dir.empty() ? "the outputs" : (options.out_dir + "/").c_str());
   if (!json.empty()) {
     std::ofstream f(json);
     f << to_json(report) << "\n";

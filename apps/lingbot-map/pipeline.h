@@ -44,7 +44,8 @@ ExportOptions export_options(const ExportArgs& a, FrameNamer name);
 std::string join(const std::vector<std::string>& items);  // "a, b, c"
 
 // lingbot::run with a progress line on stderr (unless quiet) and the timing summary printed
-// at the end; `json`: the report as JSON into this file.
+// at the end; `json`: the report as JSON into this file. Ctrl-C or SIGTERM ends the input and the
+// run finishes with the frames read so far (`stopped` in the report; a second one stops at once).
 RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions options, bool quiet,
                             const std::string& json = "");
 

@@ -52,7 +52,8 @@ struct RunOptions {
   // Each result in frame order, on the calling thread, with the frame the model saw (F32
   // [3, H, W]); a slow callback slows the run.
   std::function<void(const FrameResult&, const Tensor& frame)> on_result;
-  // Polled before each frame: true ends the input as its end would (Ctrl-C on a live source).
+  // Polled before each frame: true ends the input as its end would (Ctrl-C): the frames read so
+  // far are finished and every output is written; the report says `stopped`.
   std::function<bool()> stop;
   std::function<void(const char*)> log;  // a line per window in windowed mode
 };
@@ -61,9 +62,10 @@ struct RunOptions {
 // for input and waiting for the outputs; the readers' and outputs' work runs beside it.
 struct RunReport {
   int64_t frames = 0;
-  int64_t dropped = 0;  // live sources: frames dropped because the model was slower
-  int64_t windows = 0;  // windowed mode
-  double seconds = 0;   // wall time, from the first frame asked for to the last file written
+  int64_t dropped = 0;   // live sources: frames dropped because the model was slower
+  int64_t windows = 0;   // windowed mode
+  bool stopped = false;  // `stop` ended the input before its end
+  double seconds = 0;    // wall time, from the first frame asked for to the last file written
   // Streaming: frames after the scale block per second of the device thread from the first of
   // them to the last result (how `lingbot-map bench` counts, there after a warm-up sequence).
   double streaming_fps = 0;

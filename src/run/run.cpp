@@ -187,7 +187,10 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
   std::string input_error;
   Clock::time_point streaming_start;
   for (int64_t pushed = 0;; ++pushed) {
-    if (o.stop && o.stop()) break;
+    if (o.stop && o.stop()) {
+      report.stopped = true;
+      break;
+    }
     std::optional<Tensor> frame;
     const auto t0 = Clock::now();
     try {
@@ -227,7 +230,14 @@ std::string run_windowed_mode(Engine& engine, FrameSource& source, const RunOpti
   LINGBOT_CHECK(!source.live(), "windowed mode needs a folder or a video file, not a live source");
   LINGBOT_CHECK(source.count() > 0, "windowed mode needs the number of frames in advance");
   std::map<int64_t, std::shared_ptr<const Tensor>> frames;
+  // `stop` ends the input as a source that fails there would (the window ends, those before it
+  // are aligned and written), without the failure.
+  const std::string stopped = "stopped";
   auto frame_at = [&](int64_t i) -> Tensor {
+    if (o.stop && o.stop()) {
+      report.stopped = true;
+      throw Error(stopped);
+    }
     const auto t0 = Clock::now();
     std::optional<Tensor> t = source.get(i);
     report.wait_input += since(t0);
@@ -247,7 +257,7 @@ std::string run_windowed_mode(Engine& engine, FrameSource& source, const RunOpti
       [&](const WindowAlignment& a) { delivery.add_window(a); }, o.log);
   report.device += since(t0) - delivery.take_callback_seconds() - report.wait_input;
   report.windows = static_cast<int64_t>(w.windows.size());
-  return w.source_error;
+  return report.stopped && w.source_error == stopped ? "" : w.source_error;
 }
 
 std::string ms(double seconds, int64_t frames) {
@@ -330,6 +340,7 @@ std::string to_json(const RunReport& r) {
                               {"streaming_fps", r.streaming_fps},
                               {"dropped", r.dropped},
                               {"windows", r.windows},
+                              {"stopped", r.stopped},
                               {"device_s", r.device},
                               {"wait_input_s", r.wait_input},
                               {"wait_outputs_s", r.wait_outputs},

@@ -4,8 +4,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -62,7 +66,87 @@ class VideoCli : public test::TempDirTest {
     return n;
   }
   static constexpr const char* kExports = " --export tum,json,ply,glb --out ";
+
+  // `run` over 2,000 frames (links to the fixture's 16) in a child process, sent `sig` once
+  // `after` results are in frames.jsonl: its exit status and output.
+  test::CliResult interrupted_run(const std::string& options, int sig, size_t after) {
+    std::vector<fs::path> src;
+    for (const auto& e : fs::directory_iterator(test::fixtures_dir() + "/tiny/frames"))
+      src.push_back(e.path());
+    std::sort(src.begin(), src.end());
+    fs::create_directories(path("frames"));
+    for (size_t i = 0; i < 2000; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "frames/f%05zu.png", i);
+      fs::create_symlink(src[i % src.size()], path(name));
+    }
+    const std::string log = path("log");
+    const std::string cmd = "exec " + std::string(LINGBOT_CLI) + " " + tiny() + "--input " +
+                            path("frames") + " --preprocess none" + options + kExports +
+                            path("out") + " >" + log + " 2>&1";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // As from a terminal, whatever the test runner ignores.
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int status = 0;
+    bool ended = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (!ended && std::chrono::steady_clock::now() < deadline &&
+           lines_of(path("out/frames.jsonl")).size() < after) {
+      ended = ::waitpid(pid, &status, WNOHANG) == pid;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!ended) {
+      ::kill(pid, sig);
+      ::waitpid(pid, &status, 0);
+    }
+    std::ifstream f(log);
+    const std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(ended) << "the run ended before the signal: " << out;
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  }
+  // No partial file is left behind in `dir`.
+  static void expect_no_partial_files(const std::string& dir) {
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().string().find(".partial"), std::string::npos) << e.path();
+  }
 };
+
+// Ctrl-C part way through a folder ends the input there: the frames read so far are finished and
+// every output holds them, predictions.safetensors included; a line says so, exit status 130
+// (a live source, whose normal end Ctrl-C is, exits 0).
+TEST_F(VideoCli, CtrlCPartWayWritesEveryOutputOfTheFramesBeforeIt) {
+  const test::CliResult r = interrupted_run("", SIGINT, 8);
+  EXPECT_EQ(r.code, 130) << r.output;
+  const int64_t n = complete_outputs(path("out"));
+  EXPECT_GE(n, 8);
+  EXPECT_LT(n, 2000);
+  EXPECT_NE(r.output.find("lingbot-map: interrupted after " + std::to_string(n) +
+                          " frames; their results are in " + path("out") + "/\n"),
+            std::string::npos)
+      << r.output;
+  expect_no_partial_files(path("out"));
+}
+
+// SIGTERM in windowed mode: the window it ends stops there, as at the end of a source, and the
+// windows are aligned and written as for the frames before it.
+TEST_F(VideoCli, SigtermPartWayInWindowedModeWritesTheWindowsBeforeIt) {
+  const test::CliResult r =
+      interrupted_run(" --mode windowed --window-size 6 --overlap 2", SIGTERM, 10);
+  EXPECT_EQ(r.code, 130) << r.output;
+  const int64_t n = complete_outputs(path("out"));
+  EXPECT_GE(n, 10);
+  EXPECT_LT(n, 2000);
+  EXPECT_NE(r.output.find("interrupted after " + std::to_string(n) + " frames"), std::string::npos)
+      << r.output;
+  const auto t = read_safetensors(path("out/predictions.safetensors")).tensors;
+  EXPECT_GE(t.at("chunk_scales").dim(0), 3);  // windows [0, 6), [4, 10), [8, 14), ...
+  expect_no_partial_files(path("out"));
+}
 
 // An unreadable image part way through a folder: the frames before it are processed and written
 // (predictions and every export complete), then one error line and exit 1.
