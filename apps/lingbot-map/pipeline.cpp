@@ -20,9 +20,16 @@ namespace {
 // output is written as at the input's end, so a long run cut short keeps a valid
 // predictions.safetensors. A second signal, back to the default action, stops at once.
 std::atomic<bool> g_stop{false};
+bool g_stderr_tty = false;  // the progress line is then still open: start a new one
 extern "C" void on_stop_signal(int sig) {
   g_stop = true;
   std::signal(sig, SIG_DFL);
+  // Said at once (write is safe in a handler): the outputs of a long run can take seconds.
+  static const char kSaid[] =
+      "\nlingbot-map: stopping: the frames read are finished and every output written (a second "
+      "signal stops at once)\n";
+  const char* said = g_stderr_tty ? kSaid : kSaid + 1;
+  (void)!::write(STDERR_FILENO, said, sizeof kSaid - 1 - (said - kSaid));
 }
 
 // The handlers for one run, put back as they were afterwards; a signal the process was started
@@ -31,6 +38,7 @@ class StopOnSignal {
  public:
   StopOnSignal() {
     g_stop = false;
+    g_stderr_tty = isatty(STDERR_FILENO);
     for (int i = 0; i < 2; ++i) {
       before_[i] = std::signal(kSignals[i], on_stop_signal);
       if (before_[i] == SIG_IGN) std::signal(kSignals[i], SIG_IGN);

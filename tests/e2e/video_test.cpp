@@ -125,6 +125,8 @@ TEST_F(VideoCli, CtrlCPartWayWritesEveryOutputOfTheFramesBeforeIt) {
   const int64_t n = complete_outputs(path("out"));
   EXPECT_GE(n, 8);
   EXPECT_LT(n, 2000);
+  EXPECT_EQ(r.output.rfind("lingbot-map: stopping: the frames read are finished", 0), 0u)
+      << r.output;  // said when the signal came
   EXPECT_NE(r.output.find("lingbot-map: interrupted after " + std::to_string(n) +
                           " frames; their results are in " + path("out") + "/\n"),
             std::string::npos)
