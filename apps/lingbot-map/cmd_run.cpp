@@ -77,13 +77,10 @@ struct PlannedRun {
 
 // What the run's outputs keep of its results on the host, for the estimate.
 ResultOutputs result_outputs(const RunArgs& a, const ExportOptions& exports, int64_t keep_recent) {
-  const auto& f = exports.formats;
-  auto has = [&](const char* format) { return std::find(f.begin(), f.end(), format) != f.end(); };
-  return {.glb = has("glb"),
-          .point_stride = a.exports.point_stride,
-          .voxel_filters = a.exports.voxel > 0 ? has("ply") + has("glb") + has("colmap") : 0,
-          .recent_frames = keep_recent,
-          .on_host = a.engine.device == "cpu"};
+  ResultOutputs r = export_outputs(exports);
+  r.recent_frames = keep_recent;
+  r.on_host = a.engine.device == "cpu";
+  return r;
 }
 
 // Throws, before the first frame runs, when the estimate exceeds what the run may use: the

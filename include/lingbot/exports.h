@@ -77,7 +77,7 @@ struct PointOptions {
   // > 0: at most one point per cube of a grid whose edge is `voxel` times the median depth of
   // the run's first frame (0.01: 1 %), the first point to land in the cube, so that a long run's
   // cloud grows with the scene rather than with its frames. Each export remembers up to
-  // 4,194,304 cubes (16 bytes a cube, at most 34 MB); beyond, a cube forgotten since may take a
+  // 4,194,304 cubes (8 bytes a cube, at most 34 MB); beyond, a cube forgotten since may take a
   // point again.
   float voxel = 0;
 };

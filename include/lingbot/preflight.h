@@ -16,6 +16,7 @@
 #include <string>
 
 #include "lingbot/engine.h"
+#include "lingbot/exports.h"
 #include "lingbot/windowed.h"
 
 namespace lingbot {
@@ -40,6 +41,10 @@ struct ResultOutputs {
   // checked against host memory; on a GPU they are host memory beside the device's.
   bool on_host = true;
 };
+
+// What the exports of `exports` keep on the host (the GLB's points, the point exports' voxel
+// tables); the caller adds what else its run keeps (kept_maps, recent_frames, on_host, ...).
+ResultOutputs export_outputs(const ExportOptions& exports);
 
 struct MemoryEstimate {
   size_t weights = 0;         // transformer matrices in the compute dtype, everything else F32

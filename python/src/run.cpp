@@ -100,21 +100,15 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
       first = source->get(0);
     }
     if (!first) throw py::value_error(input + ": has no frames");
-    const auto& f = ro.exports.formats;
-    auto has = [&](const char* format) { return std::find(f.begin(), f.end(), format) != f.end(); };
-    RunPlan plan{
-        .height = first->dim(1),
-        .width = first->dim(2),
-        .frames = frames,
-        .stream = stream,
-        // Every frame's depth, confidence and image (3 maps) are returned, and the
-        // images copied into one array at the end: 8 maps a frame.
-        .results = {.kept_maps = 8,
-                    .glb = has("glb"),
-                    .point_stride = ro.exports.points.stride,
-                    .voxel_filters =
-                        ro.exports.points.voxel > 0 ? has("ply") + has("glb") + has("colmap") : 0,
-                    .recent_frames = in.keep_recent}};
+    RunPlan plan{.height = first->dim(1),
+                 .width = first->dim(2),
+                 .frames = frames,
+                 .stream = stream,
+                 .results = export_outputs(ro.exports)};
+    // Every frame's depth, confidence and image (3 maps) are returned, and the images copied
+    // into one array at the end: 8 maps a frame.
+    plan.results.kept_maps = 8;
+    plan.results.recent_frames = in.keep_recent;
     if (windowed) plan.windowed = w;
     check_fits(e, plan, "scale_frames");
   }

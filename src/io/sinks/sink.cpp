@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "io/sinks/sink_util.h"
+#include "lingbot/preflight.h"
 
 namespace lingbot {
 namespace sinks {
@@ -274,10 +275,21 @@ std::vector<std::string> parse_export_list(const std::string& list) {
   return out;
 }
 
+namespace {
+bool has_format(const ExportOptions& o, const char* f) {
+  return std::find(o.formats.begin(), o.formats.end(), f) != o.formats.end();
+}
+}  // namespace
+
+ResultOutputs export_outputs(const ExportOptions& o) {
+  auto has = [&](const char* f) { return has_format(o, f); };
+  return {.glb = has("glb"),
+          .point_stride = o.points.stride,
+          .voxel_filters = o.points.voxel > 0 ? has("ply") + has("glb") + has("colmap") : 0};
+}
+
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
-  auto has = [&](const char* f) {
-    return std::find(o.formats.begin(), o.formats.end(), f) != o.formats.end();
-  };
+  auto has = [&](const char* f) { return has_format(o, f); };
   const FrameNamer name = o.name ? o.name : FrameNamer(default_frame_name);
   const std::string dir = o.out_dir.empty() ? "." : o.out_dir;
   std::vector<std::unique_ptr<ResultSink>> sinks;
