@@ -32,10 +32,12 @@
 // the overflow guard at 2^15); the head's K scale goes into the score scale and its V scale into
 // the final division. With S on e4m3 the exponentials outweigh the tensor work (1024 against 768
 // clocks per 64-key tile), yet the kernel is latency-bound before either: about one warp in four
-// is ready to issue. fp16-pair exponentials (the same 16 results a clock), FMA-pipe polynomials
-// and queries in registers were measured and lost, and so did S of tile t + 1 in flight during
-// the softmax of tile t: the second score tile fits only three consumers (or 32-key tiles), and
-// fewer queries per K/V tile cost more than the overlap won (docs/PERFORMANCE.md).
+// is ready to issue. fp16-pair exponentials (the same 16 results a clock), scores accumulated as
+// fp16 pairs (repacking the halves costs what the pairs save, and 11 bits are too few for large
+// scores), FMA-pipe polynomials and queries in registers were measured and lost, and so did S of
+// tile t + 1 in flight during the softmax of tile t: the second score tile fits only three
+// consumers (or 32-key tiles), and fewer queries per K/V tile cost more than the overlap won
+// (docs/PERFORMANCE.md).
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
