@@ -311,11 +311,14 @@ TEST_F(RunPipeline, OnTheCpuEachResultComesWithinItsOwnPush) {
   }
   ScriptedSource source(frames_);
   const RunReport report = run(*engine_, source, RunOptions{.stream = stream_});
-  // 16 frames, scale 4 + window 6: frames 10.. run with the window full.
+  // 16 frames, scale 4 + window 6: the 7 frames 9.. run with the window full. Each one's latency
+  // (its push) is at most the time since the previous result, so their median is at most 7/4 of
+  // the mean time between results, however unevenly a loaded machine spaces the steps; a result
+  // that came one push late would make it about twice that mean.
   EXPECT_TRUE(report.latency_steady);
   EXPECT_GT(report.frame_ms, 0);
   EXPECT_GT(report.latency_p50_ms, 0);
-  EXPECT_LT(report.latency_p50_ms, 1.5 * report.frame_ms);
+  EXPECT_LT(report.latency_p50_ms, 1.8 * report.frame_ms);
   const auto j = nlohmann::json::parse(to_json(report));
   EXPECT_EQ(j["frame_ms"].get<double>(), report.frame_ms);
   EXPECT_TRUE(j["latency_steady"].get<bool>());
