@@ -31,8 +31,6 @@ profile() {
 echo "before, synchronized stages:"; profile "$BASE/build/lingbot-map"
 echo "after, synchronized stages:"; profile build/lingbot-map
 if [ -n "${REF:-}" ]; then
-  (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
-    --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
-  grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -8
+  tests/gpu/reference_profile.sh "$REF" "$OUT"
 fi
 echo "total $(el)"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU measurement behind docs/PERFORMANCE.md, in one call on the GPU machine: Release build,
 # GPU tests (GpuOps, GpuParity on LINGBOT_FIXTURES), our benchmark at the reference profiler's
-# settings, the reference profiler itself (when REF names a checkout of the reference with its
-# Python dependencies), 2000-frame runs (special stream growing as in the reference, and capped),
-# and the GPU preflight.
+# settings, the reference profiler itself (when REF names a checkout of the reference; it needs
+# torch, and the imports it does not use get stand-ins: tests/gpu/reference_profile.sh),
+# 2000-frame runs (special stream growing as in the reference, and capped), and the GPU preflight.
 # Usage, from the repository root: [REF=/path/to/reference] OUT=/tmp/out tests/gpu/compare_reference.sh
 # PART=tests (build, op and parity tests) and PART=speed (build, which the first part left done,
 # then every timing) split it into two calls where one call may not run that long.
@@ -30,9 +30,7 @@ timeout 150 build/lingbot-map bench --device cuda --json "$OUT/ours.json" | tee 
 LINGBOT_CUDA_GRAPH=0 timeout 150 build/lingbot-map bench --device cuda --json "$OUT/nograph.json" |
   grep -E "per frame|streaming" | sed 's/^/without graphs: /'
 if [ -n "${REF:-}" ]; then
-  (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
-    --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
-  grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -12
+  tests/gpu/reference_profile.sh "$REF" "$OUT"
 fi
 # 2000 frames, with the reference's growing special stream and with it capped.
 OUT="$OUT" tests/gpu/long_run.sh

@@ -43,9 +43,7 @@ if [ -n "${REF:-}" ]; then
   # The default (auto) keeps the KV cache in e4m3 on this GPU; bf16 for comparison.
   timeout 120 build/lingbot-map bench --device cuda --precision bf16 --json "$OUT/bench_bf16.json" |
     grep -E "streaming|per frame" | sed "s/^/ours 378x504, bf16 KV cache: /"
-  (cd "$REF" && PYTHONUNBUFFERED=1 timeout 300 python3 gct_profile.py --num_frames 300 \
-    --backend sdpa --dtype bf16 >"$OUT/ref.txt" 2>&1; echo "reference rc=$?")
-  grep -E "Phase 1|per frame|FPS" "$OUT/ref.txt" | head -8
+  tests/gpu/reference_profile.sh "$REF" "$OUT"
   stamp "reference done"
 fi
 timeout 200 build/tests/lingbot_tests --gtest_filter='GpuParity*' >"$OUT/gpu_parity.log" 2>&1
