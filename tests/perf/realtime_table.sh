@@ -24,10 +24,14 @@ echo "$frames frames of $FRAMES at ${width}x${height} on $DEVICE ($ARCH)"
 timeout 300 "$BIN" bench "${common[@]}" --height "$height" --width "$width" --frames "$frames" \
   --json "$OUT/bench.json" >"$OUT/bench.txt" 2>&1 || { cat "$OUT/bench.txt"; exit 1; }
 for e in $EXPORTS; do
-  /usr/bin/time -f "%e s wall, %P CPU, %M KB max resident" -o "$OUT/run_$e.time" \
+  # LINGBOT_CUDA_VERBOSE: the step recorder's counters (graphs updated in place against
+  # instantiated afresh, the slow kind of step) at the end of a GPU run.
+  LINGBOT_CUDA_VERBOSE=1 /usr/bin/time -f "%e s wall, %P CPU, %M KB max resident" \
+    -o "$OUT/run_$e.time" \
     timeout 600 "$BIN" run "${common[@]}" --input "$FRAMES" --preprocess "$PREPROCESS" \
     --out "$OUT/run_$e" --export "$e" --quiet --json "$OUT/run_$e.json" >"$OUT/run_$e.txt" 2>&1 ||
     { echo "run --export $e failed:"; tail -3 "$OUT/run_$e.txt"; }
+  grep -h "steps recorded" "$OUT/run_$e.txt" | sed "s/^/--export $e: /"
 done
 python3 - "$OUT" $EXPORTS <<'PY'
 import json, os, sys
