@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,9 @@ class StepRecorder {
   int arena_ = 0;
   bool active_ = false, capturing_ = false;
   int64_t allocations_ = 0;
+  // LINGBOT_CUDA_VERBOSE: a line for each step that allocated or instantiated its graph (the
+  // slow kinds) and for every 50th, with its host time, to match against per-step times.
+  const bool verbose_ = std::getenv("LINGBOT_CUDA_VERBOSE") != nullptr;
   std::vector<void*> deferred_;
   Counters counters_;
 };

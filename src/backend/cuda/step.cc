@@ -4,6 +4,8 @@
 // change from frame to frame), but into the capture, and the executable graph is then updated
 // in place, which costs far less than instantiating it again.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -81,6 +83,7 @@ void StepRecorder::end(cudaStream_t stream) {
   LINGBOT_CHECK(active_, "end_step without begin_step");
   Arena& a = arenas_[arena_];
   if (capturing_) {
+    const auto t0 = std::chrono::steady_clock::now();
     cudaGraph_t graph = nullptr;
     const cudaError_t e = cudaStreamEndCapture(stream, &graph);
     capturing_ = false;
@@ -103,7 +106,8 @@ void StepRecorder::end(cudaStream_t stream) {
         a.exec = nullptr;
       }
     }
-    if (!a.exec) {
+    const bool instantiated = !a.exec;
+    if (instantiated) {
       const cudaError_t ie = cudaGraphInstantiate(&a.exec, graph, 0);
       if (ie != cudaSuccess) {
         cudaGetLastError();
@@ -117,6 +121,15 @@ void StepRecorder::end(cudaStream_t stream) {
     }
     cudaGraphDestroy(graph);
     LB_CUDA(cudaGraphLaunch(a.exec, stream));
+    if (verbose_ && (allocations_ > 0 || instantiated || counters_.recorded % 50 == 0)) {
+      const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - t0;
+      std::fprintf(stderr,
+                   "[lingbot cuda] step %lld: %s, %lld allocations while recording; %.2f ms "
+                   "on the host from the end of the recording to the launch\n",
+                   static_cast<long long>(counters_.recorded),
+                   instantiated ? "graph instantiated" : "graph updated",
+                   static_cast<long long>(allocations_), ms.count());
+    }
   }
   active_ = false;
   flush_deferred(stream);
