@@ -117,9 +117,9 @@ void time_attention(benchmark::State& state, Backend& be, const std::vector<KVSe
   state.counters["segments"] = static_cast<double>(segs.size());
 }
 
-// Args: keys, kernel (0 mma with 8 warps, 1 mma with 4 warps, 2 wgmma, 4 wgmma in the 2x128
-// shape; 3, a variant since removed, is not used so that the numbers name the same kernels as in
-// earlier measurements), forced splits (0 = automatic).
+// Args: keys, kernel (0 mma with 8 warps, 1 mma with 4 warps, 2 wgmma in the 4x64 shape, 4 in
+// the 2x128 shape; 3, a variant since removed, is not used so that the numbers name the same
+// kernels as in earlier measurements), forced splits (0 = automatic).
 void BM_PagedAttentionBF16(benchmark::State& state) {
   std::string why;
   Backend* be = gpu(&why);
@@ -149,6 +149,8 @@ BENCHMARK(BM_PagedAttentionBF16)
     ->Args({72000, 2, 4})
     ->Args({10000, 4, 0})
     ->Args({72000, 4, 0})
+    ->Args({978, 2, 0})  // the frame and DINO blocks' key range (one segment) in both shapes
+    ->Args({978, 4, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);
