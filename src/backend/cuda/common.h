@@ -87,7 +87,7 @@ class StepRecorder {
   // Device copy of `bytes` host bytes, valid for the work of this step.
   void* stage(const void* data, size_t bytes, cudaStream_t stream);
   void defer_free(void* p) { deferred_.push_back(p); }
-  void note_allocation() { ++allocations_; }
+  void note_allocation(size_t bytes);  // made while recording
 
   struct Counters {
     int64_t recorded = 0, updated = 0, instantiated = 0, allocations = 0;
@@ -110,8 +110,9 @@ class StepRecorder {
   int arena_ = 0;
   bool active_ = false, capturing_ = false;
   int64_t allocations_ = 0;
-  // LINGBOT_CUDA_VERBOSE: a line for each step that allocated or instantiated its graph (the
-  // slow kinds) and for every 50th, with its host time, to match against per-step times.
+  // LINGBOT_CUDA_VERBOSE: a line for each allocation made while recording, and for each step
+  // that allocated or instantiated its graph (the slow kinds) and every 50th, with its host time,
+  // to match against per-step times.
   const bool verbose_ = std::getenv("LINGBOT_CUDA_VERBOSE") != nullptr;
   std::vector<void*> deferred_;
   Counters counters_;

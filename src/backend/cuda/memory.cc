@@ -2,8 +2,6 @@
 // threshold raised, so freeing and reallocating between frames recycles the pool instead of
 // returning memory to the driver (and instead of cudaFree's implicit device synchronisation).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/common.h"
@@ -43,12 +41,7 @@ void* device_malloc(Context& ctx, size_t bytes) {
                 std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) +
                 " MiB): " + cudaGetErrorString(e));
   }
-  if (side) {
-    ctx.step.note_allocation();
-    static const bool verbose = std::getenv("LINGBOT_CUDA_VERBOSE") != nullptr;
-    if (verbose)
-      std::fprintf(stderr, "[lingbot cuda] allocation while recording: %zu bytes\n", bytes);
-  }
+  if (side) ctx.step.note_allocation(bytes);
   return p;
 }
 

@@ -74,6 +74,12 @@ void* StepRecorder::stage(const void* data, size_t bytes, cudaStream_t stream) {
   return d;
 }
 
+void StepRecorder::note_allocation(size_t bytes) {
+  ++allocations_;
+  if (verbose_)
+    std::fprintf(stderr, "[lingbot cuda] allocation while recording: %zu bytes\n", bytes);
+}
+
 void StepRecorder::flush_deferred(cudaStream_t stream) {
   for (void* p : deferred_) cudaFreeAsync(p, stream);
   deferred_.clear();
