@@ -25,7 +25,7 @@ echo "HMMA instructions per attention kernel (sm_90a):"
 cuobjdump --dump-sass "$obj" 2>/dev/null |
   awk '/Function :/{fn=$3} /HMMA/{c[fn]++} END{for (k in c) print "  " c[k], k}'
 
-LINGBOT_CUDA_VERBOSE=1 timeout 300 build/tests/lingbot_tests --gtest_filter='GpuOps*' \
+LINGBOT_CUDA_VERBOSE=2 timeout 300 build/tests/lingbot_tests --gtest_filter='GpuOps*' \
   >"$OUT/tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "^\[  +(FAILED|PASSED|SKIPPED|OK) +\]|Failure|rng seed|Expected|Which is|max\|ref|error|what\(\)" \

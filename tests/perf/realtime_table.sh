@@ -24,8 +24,9 @@ echo "$frames frames of $FRAMES at ${width}x${height} on $DEVICE ($ARCH)"
 timeout 300 "$BIN" bench "${common[@]}" --height "$height" --width "$width" --frames "$frames" \
   --json "$OUT/bench.json" >"$OUT/bench.txt" 2>&1 || { cat "$OUT/bench.txt"; exit 1; }
 for e in $EXPORTS; do
-  # LINGBOT_CUDA_VERBOSE: the step recorder's counters (graphs updated in place against
-  # instantiated afresh, the slow kind of step) at the end of a GPU run.
+  # LINGBOT_CUDA_VERBOSE=1: the step recorder's counters (graphs updated in place against
+  # instantiated afresh, the slow kind of step) at the end of a GPU run, and a line for each slow
+  # step; level 1 has no per-call lines, so the timed run is not perturbed.
   LINGBOT_CUDA_VERBOSE=1 /usr/bin/time -f "%e s wall, %P CPU, %M KB max resident" \
     -o "$OUT/run_$e.time" \
     timeout 600 "$BIN" run "${common[@]}" --input "$FRAMES" --preprocess "$PREPROCESS" \

@@ -733,7 +733,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
     else
       generic(__nv_bfloat16{});
   }
-  if (std::getenv("LINGBOT_CUDA_VERBOSE")) {
+  if (verbose_level() >= 2) {
     std::fprintf(stderr,
                  "[lingbot cuda] attention nq=%d heads=%d dim=%d keys=%lld segments=%d %s "
                  "splits=%d\n",

@@ -22,6 +22,18 @@ namespace lingbot::cuda {
 
 [[noreturn]] void fail(const char* what, const char* detail, const char* file, int line);
 
+// LINGBOT_CUDA_VERBOSE, read once: 1 (or any value that is not a number) prints the step recorder's
+// counters and slow steps, each GEMM plan once and the memory at exit; 2 adds a line for every
+// attention call, ~13,000 a run, which is too many for a timed run.
+inline int verbose_level() {
+  static const int level = [] {
+    const char* v = std::getenv("LINGBOT_CUDA_VERBOSE");
+    if (!v || !*v) return 0;
+    return *v >= '0' && *v <= '9' ? std::atoi(v) : 1;
+  }();
+  return level;
+}
+
 #define LB_CUDA(expr)                                                           \
   do {                                                                          \
     cudaError_t e_ = (expr);                                                    \
@@ -110,10 +122,10 @@ class StepRecorder {
   int arena_ = 0;
   bool active_ = false, capturing_ = false;
   int64_t allocations_ = 0;
-  // LINGBOT_CUDA_VERBOSE: a line for each allocation made while recording, and for each step
+  // verbose_level() >= 1: a line for each allocation made while recording, and for each step
   // that allocated or instantiated its graph (the slow kinds) and every 50th, with its host time,
   // to match against per-step times.
-  const bool verbose_ = std::getenv("LINGBOT_CUDA_VERBOSE") != nullptr;
+  const bool verbose_ = verbose_level() >= 1;
   std::vector<void*> deferred_;
   Counters counters_;
 };

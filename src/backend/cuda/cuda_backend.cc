@@ -38,7 +38,7 @@ class CudaBackend final : public Backend {
     ctx_->step.abort(ctx_->stream);
     // Kernels still queued may read tensors the caller is about to free; let them finish.
     cudaStreamSynchronize(ctx_->stream);
-    if (std::getenv("LINGBOT_CUDA_VERBOSE")) {
+    if (verbose_level() >= 1) {
       const auto& c = ctx_->step.counters();
       std::fprintf(stderr,
                    "[lingbot cuda] steps recorded %lld: graph updated %lld, instantiated %lld; "

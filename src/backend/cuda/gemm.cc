@@ -156,7 +156,7 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
     p.objs = std::make_unique<LtObjects>();
     p.ok = find_algo(ctx, g, epi, *p.objs, p.algo);
     if (!p.ok) p.objs.reset();
-    if (std::getenv("LINGBOT_CUDA_VERBOSE")) {
+    if (verbose_level() >= 1) {
       std::fprintf(stderr,
                    "[lingbot cuda] gemm m=%lld n=%lld k=%lld ab=%d d=%d bias=%d epilogue=%d: %s\n",
                    static_cast<long long>(g.m), static_cast<long long>(g.n),
