@@ -122,10 +122,6 @@ class StepRecorder {
   int arena_ = 0;
   bool active_ = false, capturing_ = false;
   int64_t allocations_ = 0;
-  // verbose_level() >= 1: a line for each allocation made while recording, and for each step
-  // that allocated or instantiated its graph (the slow kinds) and every 50th, with its host time,
-  // to match against per-step times.
-  const bool verbose_ = verbose_level() >= 1;
   std::vector<void*> deferred_;
   Counters counters_;
 };

@@ -76,7 +76,7 @@ void* StepRecorder::stage(const void* data, size_t bytes, cudaStream_t stream) {
 
 void StepRecorder::note_allocation(size_t bytes) {
   ++allocations_;
-  if (verbose_)
+  if (verbose_level() >= 1)
     std::fprintf(stderr, "[lingbot cuda] allocation while recording: %zu bytes\n", bytes);
 }
 
@@ -127,7 +127,10 @@ void StepRecorder::end(cudaStream_t stream) {
     }
     cudaGraphDestroy(graph);
     LB_CUDA(cudaGraphLaunch(a.exec, stream));
-    if (verbose_ && (allocations_ > 0 || instantiated || counters_.recorded % 50 == 0)) {
+    // A line for each step that allocated or instantiated its graph (the slow kinds) and every
+    // 50th, with its host time, to match against per-step times.
+    if (verbose_level() >= 1 &&
+        (allocations_ > 0 || instantiated || counters_.recorded % 50 == 0)) {
       const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - t0;
       std::fprintf(stderr,
                    "[lingbot cuda] step %lld: %s, %lld allocations while recording; %.2f ms "
