@@ -1,8 +1,13 @@
 // GEMMs through cuBLASLt: fp32 accumulation (CUBLAS_COMPUTE_32F, never the TF32 mode), bias,
 // ReLU and GELU fused as epilogues, and D += A.B for residual updates (C = D, in place). The
-// heuristic's choice is cached per problem, because asking it costs tens of microseconds, as much
-// as one of our GEMMs. Problems cuBLASLt declines (odd leading dimensions, unsupported bias types)
-// fall back to cublasGemmEx plus the caller's epilogue.
+// algorithm is chosen once per problem and cached, because asking the heuristic costs tens of
+// microseconds, as much as one of our GEMMs. For large products the heuristic's first choice is
+// not always the fastest (at M = 978 and K = 4096 another tiling takes a quarter less time), so its
+// candidates are timed once on the call's own operands; only candidates whose every output bit
+// equals the first choice's may win, so the results never depend on the timing. Problems
+// cuBLASLt declines (odd leading dimensions, unsupported bias types) fall back to cublasGemmEx
+// plus the caller's epilogue.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "backend/cuda/common.h"
 
@@ -43,11 +49,11 @@ struct Key {
   int ab, d, bias_t;
   int epi;
   uint32_t align_a, align_b, align_d, align_bias;
-  bool tf32, accumulate;
+  bool tf32, accumulate, tune;
   uint64_t workspace;  // the plan's algorithm fits the workspace of the queue it was made for
   auto tie() const {
     return std::tie(ta, tb, m, n, k, lda, ldb, ldd, ab, d, bias_t, epi, align_a, align_b, align_d,
-                    align_bias, tf32, accumulate, workspace);
+                    align_bias, tf32, accumulate, tune, workspace);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -101,11 +107,13 @@ bool build(const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o) {
          cublasLtMatrixLayoutCreate(&o.d, dt, g.m, g.n, g.ldd) == CUBLAS_STATUS_SUCCESS;
 }
 
-bool find_algo(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o,
-               cublasLtMatmulAlgo_t& algo) {
-  if (!build(g, epi, o)) return false;
+// The heuristic's candidates for the problem, best first (at most kCandidates).
+constexpr int kCandidates = 8;
+int find_algos(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi, LtObjects& o,
+               cublasLtMatmulHeuristicResult_t (&res)[kCandidates], int wanted) {
+  if (!build(g, epi, o)) return 0;
   cublasLtMatmulPreference_t pref = nullptr;
-  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
+  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return 0;
   const uint64_t ws = ctx.lt_workspace_bytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
@@ -118,14 +126,130 @@ bool find_algo(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi, LtObject
                                        sizeof(ad));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad,
                                        sizeof(ad));
-  cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
-  const bool ok = cublasLtMatmulAlgoGetHeuristic(ctx.lt, o.op, o.a, o.b, o.d, o.d, pref, 1, &res,
-                                                 &found) == CUBLAS_STATUS_SUCCESS &&
-                  found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
-  if (ok) algo = res.algo;
+  if (cublasLtMatmulAlgoGetHeuristic(ctx.lt, o.op, o.a, o.b, o.d, o.d, pref, wanted, res, &found) !=
+      CUBLAS_STATUS_SUCCESS)
+    found = 0;
   cublasLtMatmulPreferenceDestroy(pref);
-  return ok;
+  // Keep the usable ones, in the heuristic's order.
+  int n = 0;
+  for (int i = 0; i < found; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS) res[n++] = res[i];
+  return n;
+}
+
+// Products of at least this many multiply-adds have their candidates timed (the model's token
+// GEMMs at M ~ 1000 are 2^30 and more; the heads' small ones are not worth a host wait).
+constexpr double kTuneMacs = double(1 << 28);
+
+// LINGBOT_GEMM_TUNE=0 keeps the heuristic's first choice everywhere (read when a problem is first
+// seen, so that a test can compare both on the same shapes).
+bool tuning_wanted(const GemmArgs& g) {
+  const char* e = std::getenv("LINGBOT_GEMM_TUNE");
+  if (e && std::strcmp(e, "0") == 0) return false;
+  return double(g.m) * double(g.n) * double(g.k) >= kTuneMacs;
+}
+
+// Timing needs the host to wait for the device, which a recorded step cannot: a problem first
+// seen there keeps the first choice.
+bool capturing(Context& ctx) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(ctx.stream, &cap) != cudaSuccess ||
+         cap != cudaStreamCaptureStatusNone;
+}
+
+size_t elt_bytes(Elt t) {
+  return t == kF32 ? 4 : 2;
+}
+
+// Runs each candidate on the call's operands into scratch outputs (D copied first where the
+// product accumulates into it), drops those whose output differs in any bit from the first
+// candidate's, times the rest in interleaved rounds and returns the index of the fastest (0
+// unless another is at least 2 % faster). The real D is not touched.
+int tune(Context& ctx, const GemmArgs& g, const LtObjects& o,
+         const cublasLtMatmulHeuristicResult_t* cand, int n) {
+  const size_t bytes = size_t(g.ldd) * size_t(g.n) * elt_bytes(g.d_t);
+  cudaStream_t s = ctx.stream;
+  void *init = nullptr, *out = nullptr;
+  if (cudaMallocAsync(&init, bytes, s) != cudaSuccess ||
+      cudaMallocAsync(&out, bytes, s) != cudaSuccess) {
+    cudaGetLastError();
+    if (init) cudaFreeAsync(init, s);
+    return 0;
+  }
+  if (g.accumulate)
+    cudaMemcpyAsync(init, g.d, bytes, cudaMemcpyDeviceToDevice, s);
+  else
+    cudaMemsetAsync(init, 0, bytes, s);
+  const float one = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  auto run = [&](int i) {
+    return cublasLtMatmul(ctx.lt, o.op, &one, g.a, o.a, g.b, o.b, &beta, out, o.d, out, o.d,
+                          &cand[i].algo, ctx.lt_workspace, ctx.lt_workspace_bytes,
+                          s) == CUBLAS_STATUS_SUCCESS;
+  };
+  std::vector<unsigned char> first(bytes), got(bytes);
+  std::vector<int> same;
+  for (int i = 0; i < n; ++i) {
+    cudaMemcpyAsync(out, init, bytes, cudaMemcpyDeviceToDevice, s);
+    if (!run(i)) continue;
+    if (cudaMemcpyAsync(got.data(), out, bytes, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+      break;
+    if (i == 0) first = got;
+    if (got == first) same.push_back(i);
+    if (same.empty()) break;  // the first candidate itself failed
+  }
+  int best = 0;
+  if (same.size() > 1 && same[0] == 0) {
+    constexpr int kRounds = 5, kCalls = 10;
+    std::vector<std::vector<float>> times(same.size());
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int r = 0; r < kRounds; ++r)
+      for (size_t c = 0; c < same.size(); ++c) {
+        cudaEventRecord(e0, s);
+        for (int j = 0; j < kCalls; ++j) run(same[c]);
+        cudaEventRecord(e1, s);
+        float ms = 0.f;
+        if (cudaEventSynchronize(e1) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess)
+          times[c].push_back(ms);
+      }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    auto median = [](std::vector<float> v) {
+      if (v.empty()) return 1e30f;
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      return v[v.size() / 2];
+    };
+    const float t0 = median(times[0]);
+    float tb = t0;
+    for (size_t c = 1; c < same.size(); ++c) {
+      const float t = median(times[c]);
+      if (t < 0.98f * t0 && t < tb) {
+        tb = t;
+        best = same[c];
+      }
+    }
+    if (verbose_level() >= 1)
+      std::fprintf(stderr,
+                   "[lingbot cuda] gemm m=%lld n=%lld k=%lld: %zu of %d candidates bit-identical, "
+                   "first %.2f us, chosen #%d %.2f us\n",
+                   static_cast<long long>(g.m), static_cast<long long>(g.n),
+                   static_cast<long long>(g.k), same.size(), n, 1000.f * t0 / kCalls, best,
+                   1000.f * tb / kCalls);
+  } else if (verbose_level() >= 1) {
+    std::fprintf(stderr,
+                 "[lingbot cuda] gemm m=%lld n=%lld k=%lld: %zu of %d candidates bit-identical, "
+                 "first kept\n",
+                 static_cast<long long>(g.m), static_cast<long long>(g.n),
+                 static_cast<long long>(g.k), same.size(), n);
+  }
+  cudaFreeAsync(init, s);
+  cudaFreeAsync(out, s);
+  cudaGetLastError();  // a candidate's failure is not the caller's error
+  return best;
 }
 
 bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
@@ -147,6 +271,7 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
           g.bias ? alignment(g.bias) : 0u,
           g.tf32,
           g.accumulate,
+          tuning_wanted(g),
           ctx.lt_workspace_bytes};
   // One lock over lookup and launch: the cached descriptor's bias pointer changes per call.
   std::lock_guard<std::mutex> lock(g_plans_mu);
@@ -154,8 +279,14 @@ bool try_lt(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi) {
   if (it == g_plans.end()) {
     Plan p;
     p.objs = std::make_unique<LtObjects>();
-    p.ok = find_algo(ctx, g, epi, *p.objs, p.algo);
-    if (!p.ok) p.objs.reset();
+    cublasLtMatmulHeuristicResult_t cand[kCandidates];
+    const int n =
+        find_algos(ctx, g, epi, *p.objs, cand, key.tune && !capturing(ctx) ? kCandidates : 1);
+    p.ok = n > 0;
+    if (p.ok)
+      p.algo = cand[n > 1 ? tune(ctx, g, *p.objs, cand, n) : 0].algo;
+    else
+      p.objs.reset();
     if (verbose_level() >= 1) {
       std::fprintf(stderr,
                    "[lingbot cuda] gemm m=%lld n=%lld k=%lld ab=%d d=%d bias=%d epilogue=%d: %s\n",
