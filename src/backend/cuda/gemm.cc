@@ -145,9 +145,9 @@ constexpr double kTuneMacs = double(1 << 28);
 // LINGBOT_GEMM_TUNE=0 keeps the heuristic's first choice everywhere (read when a problem is first
 // seen, so that a test can compare both on the same shapes).
 bool tuning_wanted(const GemmArgs& g) {
+  if (double(g.m) * double(g.n) * double(g.k) < kTuneMacs) return false;
   const char* e = std::getenv("LINGBOT_GEMM_TUNE");
-  if (e && std::strcmp(e, "0") == 0) return false;
-  return double(g.m) * double(g.n) * double(g.k) >= kTuneMacs;
+  return !(e && std::strcmp(e, "0") == 0);
 }
 
 // Timing needs the host to wait for the device, which a recorded step cannot: a problem first
@@ -191,16 +191,19 @@ int tune(Context& ctx, const GemmArgs& g, const LtObjects& o,
   std::vector<int> same;
   for (int i = 0; i < n; ++i) {
     cudaMemcpyAsync(out, init, bytes, cudaMemcpyDeviceToDevice, s);
-    if (!run(i)) continue;
+    if (!run(i)) {
+      if (i == 0) break;  // nothing to compare the others with
+      continue;
+    }
     if (cudaMemcpyAsync(got.data(), out, bytes, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
         cudaStreamSynchronize(s) != cudaSuccess)
       break;
     if (i == 0) first = got;
     if (got == first) same.push_back(i);
-    if (same.empty()) break;  // the first candidate itself failed
   }
   int best = 0;
-  if (same.size() > 1 && same[0] == 0) {
+  char chosen[80] = "first kept";
+  if (same.size() > 1) {
     constexpr int kRounds = 5, kCalls = 10;
     std::vector<std::vector<float>> times(same.size());
     cudaEvent_t e0 = nullptr, e1 = nullptr;
@@ -232,20 +235,15 @@ int tune(Context& ctx, const GemmArgs& g, const LtObjects& o,
         best = same[c];
       }
     }
-    if (verbose_level() >= 1)
-      std::fprintf(stderr,
-                   "[lingbot cuda] gemm m=%lld n=%lld k=%lld: %zu of %d candidates bit-identical, "
-                   "first %.2f us, chosen #%d %.2f us\n",
-                   static_cast<long long>(g.m), static_cast<long long>(g.n),
-                   static_cast<long long>(g.k), same.size(), n, 1000.f * t0 / kCalls, best,
-                   1000.f * tb / kCalls);
-  } else if (verbose_level() >= 1) {
-    std::fprintf(stderr,
-                 "[lingbot cuda] gemm m=%lld n=%lld k=%lld: %zu of %d candidates bit-identical, "
-                 "first kept\n",
-                 static_cast<long long>(g.m), static_cast<long long>(g.n),
-                 static_cast<long long>(g.k), same.size(), n);
+    std::snprintf(chosen, sizeof(chosen), "first %.2f us, chosen #%d %.2f us", 1000.f * t0 / kCalls,
+                  best, 1000.f * tb / kCalls);
   }
+  if (verbose_level() >= 1)
+    std::fprintf(
+        stderr,
+        "[lingbot cuda] gemm m=%lld n=%lld k=%lld: %zu of %d candidates bit-identical, %s\n",
+        static_cast<long long>(g.m), static_cast<long long>(g.n), static_cast<long long>(g.k),
+        same.size(), n, chosen);
   cudaFreeAsync(init, s);
   cudaFreeAsync(out, s);
   cudaGetLastError();  // a candidate's failure is not the caller's error
