@@ -1291,6 +1291,47 @@ TEST(GpuOps, RecordedStepsMatchDirectExecution) {
   EXPECT_EQ(g.download(t).f32()[7], 3.f);
 }
 
+// On Hopper consecutive kernels are launched early (programmatic dependent launch) and each waits
+// for its predecessor's writes before it reads. A chain in which every kernel reads what the one
+// before it has just written, large kernels followed by small ones that read the large ones' last
+// blocks (those written last), must give exact results: Fibonacci numbers and their running sum
+// in F32, exact below 2^24. Run directly and as a recorded step.
+TEST(GpuOps, DependentKernelsReadTheirInputsComplete) {
+  REQUIRE_GPU();
+  Backend& g = gpu();
+  const int64_t rows = 16384, cols = 1024;  // 64 MB each: a kernel of many waves
+  const int rounds = 15;  // b ends at F(32); the sum of F(3)..F(32) is F(34) - 2 < 2^24
+  for (int mode = 0; mode < 2; ++mode) {
+    SCOPED_TRACE(mode ? "recorded step" : "direct");
+    Tensor a = g.alloc({rows, cols}, DType::F32), b = g.alloc({rows, cols}, DType::F32);
+    Tensor tail = g.alloc({1, cols}, DType::F32);
+    g.fill(a, 1.f);
+    g.fill(b, 1.f);
+    g.fill(tail, 0.f);
+    if (mode) g.begin_step(true);
+    for (int r = 0; r < rounds; ++r) {
+      g.add(a, b);  // a = F(2r + 3)
+      g.add(tail, a.slice(rows - 1, rows));
+      g.add(b, a);  // b = F(2r + 4)
+      g.add(tail, b.slice(rows - 1, rows));
+    }
+    if (mode) g.end_step();
+    const Tensor ha = g.download(a), hb = g.download(b), ht = g.download(tail);
+    double fa = 1, fb = 1, sum = 0;
+    for (int r = 0; r < rounds; ++r) {
+      fa += fb;
+      sum += fa;
+      fb += fa;
+      sum += fb;
+    }
+    ASSERT_LT(sum, 16777216.0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < rows * cols; ++i) bad += (ha.f32()[i] != fa) + (hb.f32()[i] != fb);
+    EXPECT_EQ(bad, 0) << "a should be " << fa << ", b " << fb;
+    for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(ht.f32()[i], sum) << i;
+  }
+}
+
 // One plan of several lists (different storage, different segment layouts), each run by
 // attention_planned: the same result as attention() over that list, outside a step, in a step
 // and in a recorded step, and the CPU's default plan agrees within the bf16 tolerance.

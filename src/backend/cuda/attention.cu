@@ -44,6 +44,7 @@ constexpr int mma_smem_bytes() {
 
 template <int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const KernelArgs a) {
+  await_inputs();
   constexpr int kBM = 16 * kWarps, kThreads = kWarps * 32;
   constexpr int kRowsPerPass = kThreads / kChunks;
   constexpr int kLoadRows = kBN / kRowsPerPass;  // K/V rows each thread copies per tile
@@ -273,6 +274,7 @@ __device__ __forceinline__ void load_tile16(const T* const* kp, const T* const* 
 
 template <class T, int kPerLane>
 __global__ void __launch_bounds__(kGenWarps * 32) attention_generic_kernel(const KernelArgs a) {
+  await_inputs();
   extern __shared__ float gsm[];
   const int d = a.dim, ld = d + 1;  // +1: lanes read different rows, keep them on different banks
   float* sk = gsm;                  // [kGenBN][ld]
@@ -382,6 +384,7 @@ constexpr int row_keys_per_warp() {
 
 template <class T, int kV>
 __global__ void __launch_bounds__(kRowWarps * 32) attention_rows_kernel(const KernelArgs a) {
+  await_inputs();
   constexpr int U = row_keys_per_warp<kV>();
   constexpr int kChunk = kRowWarps * U;  // keys per CTA step
   constexpr int D = 32 * kV;
@@ -501,6 +504,7 @@ __global__ void __launch_bounds__(kRowWarps * 32) attention_rows_kernel(const Ke
 // as much as half the attention it finished for the 978-key frame and DINO layers.
 template <int V>
 __global__ void merge_kernel(const KernelArgs a) {
+  await_inputs();
   const int groups = a.dim / V;
   const int64_t items = int64_t(a.nq) * a.heads;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -555,8 +559,7 @@ void launch_mma(Context& ctx, KernelArgs& k, int forced_splits) {
               forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4));
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
-  attention_mma_kernel<kWarps><<<grid, kWarps * 32, kSmem, ctx.stream>>>(k);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(attention_mma_kernel<kWarps>, grid, kWarps * 32, kSmem, ctx.stream, k);
 }
 
 template <class T, int kPerLane>
@@ -577,8 +580,7 @@ void launch_generic(Context& ctx, KernelArgs& k, int forced_splits) {
               forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 1));
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
-  attention_generic_kernel<T, kPerLane><<<grid, kGenWarps * 32, smem, ctx.stream>>>(k);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(attention_generic_kernel<T, kPerLane>, grid, kGenWarps * 32, smem, ctx.stream, k);
 }
 
 template <class T, int kV>
@@ -594,8 +596,7 @@ void launch_rows(Context& ctx, KernelArgs& k, int forced_splits) {
   plan_splits(ctx, k, tiles, kChunk, forced_splits > 0 ? forced_splits : static_cast<int>(splits));
   const dim3 grid(static_cast<unsigned>(k.nq), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
-  attention_rows_kernel<T, kV><<<grid, kRowWarps * 32, 0, ctx.stream>>>(k);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(attention_rows_kernel<T, kV>, grid, kRowWarps * 32, 0, ctx.stream, k);
 }
 
 bool aligned16(const void* p) {
@@ -745,10 +746,9 @@ void attention(Context& ctx, const AttentionArgs& a) {
     const int64_t threads = items * (vec ? a.dim / 4 : a.dim);
     const auto grid = static_cast<unsigned>((threads + 255) / 256);
     if (vec)
-      merge_kernel<4><<<grid, 256, 0, ctx.stream>>>(k);
+      launch_kernel(merge_kernel<4>, grid, 256, 0, ctx.stream, k);
     else
-      merge_kernel<1><<<grid, 256, 0, ctx.stream>>>(k);
-    LB_CUDA_LAUNCHED();
+      launch_kernel(merge_kernel<1>, grid, 256, 0, ctx.stream, k);
   }
 }
 

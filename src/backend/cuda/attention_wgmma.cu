@@ -757,6 +757,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_wgmma_kernel(const K
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  await_inputs();  // the set-up above touches only shared memory; no thread has returned
   if (threadIdx.x >= C::kConsumerWarps * 32) {
     if constexpr (C::kRegs > 0) setmaxnreg_dec<C::kProducerRegs>();
     const int pt = threadIdx.x - C::kConsumerWarps * 32;
@@ -832,8 +833,7 @@ void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
   plan_splits(ctx, k, tiles, l.bn, splits);
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
-  l.kernel<<<grid, l.threads, l.smem, ctx.stream>>>(k);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(l.kernel, grid, l.threads, l.smem, ctx.stream, k);
 }
 
 }  // namespace lingbot::cuda::attn

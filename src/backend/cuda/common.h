@@ -41,9 +41,6 @@ inline int verbose_level() {
       ::lingbot::cuda::fail(#expr, cudaGetErrorString(e_), __FILE__, __LINE__); \
   } while (0)
 
-// Launches are asynchronous; a bad configuration only shows up in the last error.
-#define LB_CUDA_LAUNCHED() LB_CUDA(cudaGetLastError())
-
 #define LB_CUBLAS(expr)                                                            \
   do {                                                                             \
     cublasStatus_t s_ = (expr);                                                    \
@@ -155,6 +152,11 @@ struct StreamOwner {
 inline bool runs_sm90a(const cudaDeviceProp& p) {
   return p.major == 9 && p.minor == 0;
 }
+
+// Whether launch_kernel() (device_utils.cuh) asks for programmatic dependent launch: on devices
+// that run the sm_90a code (newer GPUs run the compute_80 PTX, whose await_inputs() is empty),
+// unless LINGBOT_PDL=0 (read once; for measuring what it gives).
+bool dependent_launch();
 
 struct Context {
   StreamOwner owner;

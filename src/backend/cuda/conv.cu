@@ -54,6 +54,7 @@ constexpr int smem_bytes() {
 // w[co, ci, kh, kw] f32 -> packed[co_pad, kh * kw, ci] bf16, rows past co zero.
 __global__ void pack_weights_kernel(const float* __restrict__ w, __nv_bfloat16* __restrict__ out,
                                     int co, int ci, int taps, int64_t total) {
+  await_inputs();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>(i % ci);
@@ -66,6 +67,7 @@ __global__ void pack_weights_kernel(const float* __restrict__ w, __nv_bfloat16* 
 // x[images, ci, hw] f32 -> [images, hw, ci] bf16 through 32 x 32 tiles (ci a multiple of 32).
 __global__ void to_channels_last_kernel(const float* __restrict__ x,
                                         __nv_bfloat16* __restrict__ out, int ci, int hw) {
+  await_inputs();
   __shared__ float tile[32][33];
   const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
   x += int64_t(blockIdx.z) * ci * hw;
@@ -148,6 +150,7 @@ __device__ __forceinline__ void store_out(const KernelArgs& a, float* out, int n
 
 template <int BN>
 __global__ void __launch_bounds__(kThreads) conv_kernel(KernelArgs a) {
+  await_inputs();
   constexpr int kWarpN = BN / 2, kNT = kWarpN / 8;              // channels and n8 tiles per warp
   constexpr int kAStage = kBM * kPitch, kBStage = BN * kPitch;  // bf16 elements per stage
   constexpr int kBRows = BN < 64 ? 1 : BN / 64;                 // weight rows per loader thread
@@ -255,6 +258,7 @@ constexpr int wg_smem_bytes() {
 
 template <int BN>
 __global__ void __launch_bounds__(kThreads, BN == 32 ? 2 : 1) conv_wgmma_kernel(KernelArgs a) {
+  await_inputs();
 #ifdef LINGBOT_WGMMA_BODY
   // Products of up to 128 output channels each: kHalves of kNB channels.
   constexpr int kNB = BN < 128 ? BN : 128, kHalves = BN / kNB;
@@ -345,6 +349,7 @@ __global__ void __launch_bounds__(kThreads, BN == 32 ? 2 : 1) conv_wgmma_kernel(
 __global__ void sum_splits_kernel(const float* __restrict__ part, float* __restrict__ y,
                                   const float* __restrict__ bias, int splits, int64_t n, int co,
                                   int npix, int relu, int accumulate) {
+  await_inputs();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float v = part[i];
@@ -405,16 +410,14 @@ template <int BN>
 void launch(const KernelArgs& k, dim3 grid, cudaStream_t s) {
   constexpr int smem = smem_bytes<BN>();
   LB_CUDA(cudaFuncSetAttribute(conv_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  conv_kernel<BN><<<grid, kThreads, smem, s>>>(k);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(conv_kernel<BN>, grid, kThreads, smem, s, k);
 }
 template <int BN>
 void launch_wgmma(const KernelArgs& k, dim3 grid, cudaStream_t s) {
   constexpr int smem = wg_smem_bytes<BN>();
   LB_CUDA(cudaFuncSetAttribute(conv_wgmma_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                smem));
-  conv_wgmma_kernel<BN><<<grid, kThreads, smem, s>>>(k);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(conv_wgmma_kernel<BN>, grid, kThreads, smem, s, k);
 }
 
 }  // namespace
@@ -424,18 +427,16 @@ static_assert(kBK == 32, "scratch::conv_packs admits input channels in multiples
 void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int64_t kh, int64_t kw,
                        cudaStream_t s) {
   const int64_t total = scratch::conv_packed_layout_elems(co, ci, kh * kw);
-  pack_weights_kernel<<<grid_for(total, 256), 256, 0, s>>>(
-      w, static_cast<__nv_bfloat16*>(packed), static_cast<int>(co), static_cast<int>(ci),
-      static_cast<int>(kh * kw), total);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(pack_weights_kernel, grid_for(total, 256), 256, 0, s, w,
+                static_cast<__nv_bfloat16*>(packed), static_cast<int>(co), static_cast<int>(ci),
+                static_cast<int>(kh * kw), total);
 }
 
 void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream_t s) {
   auto* xc = static_cast<__nv_bfloat16*>(scratch);
   const int hw = a.hi * a.wi, npix = a.ho * a.wo;
-  to_channels_last_kernel<<<dim3((hw + 31) / 32, a.ci / 32, a.images), dim3(32, 8), 0, s>>>(
-      a.x, xc, a.ci, hw);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(to_channels_last_kernel, dim3((hw + 31) / 32, a.ci / 32, a.images), dim3(32, 8), 0,
+                s, a.x, xc, a.ci, hw);
 
   KernelArgs k;
   k.x = xc;
@@ -472,9 +473,8 @@ void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream
     launch<32>(k, grid, s);
   if (p.splits > 1) {
     const int64_t n = int64_t(a.images) * a.co * npix;
-    sum_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(k.out, a.y, a.bias, p.splits, n, a.co, npix,
-                                                       a.relu, a.accumulate);
-    LB_CUDA_LAUNCHED();
+    launch_kernel(sum_splits_kernel, grid_for(n, 256), 256, 0, s, k.out, a.y, a.bias, p.splits, n,
+                  a.co, npix, a.relu, a.accumulate);
   }
 }
 

@@ -767,6 +767,33 @@ std::shared_ptr<Context> make_context(int device) {
 }
 
 }  // namespace
+
+bool dependent_launch() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("LINGBOT_PDL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  if (!allowed) return false;
+  // Per device, found on first use: 0 not yet known, 1 yes, 2 no.
+  static std::atomic<int> known[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  int k = known[device].load(std::memory_order_relaxed);
+  if (k == 0) {
+    int major = 0, minor = 0;
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    k = ok && major == 9 && minor == 0 ? 1 : 2;
+    known[device].store(k, std::memory_order_relaxed);
+  }
+  return k == 1;
+}
+
 }  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(std::string* why) {

@@ -5,10 +5,44 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "backend/cuda/common.h"
 
 namespace lingbot::cuda {
+
+// Programmatic dependent launch (Hopper and later). A kernel launched through launch_kernel() may
+// be scheduled while the kernel before it on the stream is still finishing; before it touches
+// global memory it calls await_inputs(), which returns once that kernel has completed and its
+// writes are visible, and then lets the next kernel be scheduled in turn. What overlaps is a
+// launch and the placing of CTAs, never the work: the gap between two dependent kernels of a
+// recorded step, ~800 a step. The call must come before any return: a kernel whose CTAs all
+// returned without waiting would count as complete before the kernel whose outputs it was to
+// read, and so would every kernel after it (tests/unit/cuda_kernels_wait_test.cpp checks both).
+__device__ __forceinline__ void await_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, s>>>(args...) for kernels that start with await_inputs(); a bad
+// configuration throws here.
+template <class... Params, class... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                   Args&&... args) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = &attr;
+  cfg.numAttrs = dependent_launch() ? 1 : 0;
+  LB_CUDA(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
 
 __device__ __forceinline__ float to_f32(float v) {
   return v;

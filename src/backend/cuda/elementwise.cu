@@ -10,6 +10,7 @@ constexpr int kThreads = 256;
 
 template <class S, class D>
 __global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  await_inputs();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = from_f32<D>(to_f32(src[i]));
@@ -17,6 +18,7 @@ __global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, i
 
 template <class T>
 __global__ void fill_kernel(T* __restrict__ dst, int64_t n, float v) {
+  await_inputs();
   const T tv = from_f32<T>(v);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -28,6 +30,7 @@ __global__ void fill_kernel(T* __restrict__ dst, int64_t n, float v) {
 template <class T, class I>
 __global__ void bias_act_kernel(T* __restrict__ y, const void* __restrict__ bias, Elt bt, I total,
                                 I n, Act act) {
+  await_inputs();
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
     float v = to_f32(y[i]);
     if (bias) v += load_elt(bias, bt, i % n);
@@ -44,6 +47,7 @@ template <class X, class Y, int kPer>
 __global__ void layer_norm_kernel(const X* __restrict__ x, const void* __restrict__ w, Elt wt,
                                   const void* __restrict__ b, Elt bt, float eps, Y* __restrict__ y,
                                   int64_t n) {
+  await_inputs();
   __shared__ float red[32];
   const X* row = x + blockIdx.x * n;
   Y* out = y + blockIdx.x * n;
@@ -118,6 +122,7 @@ __global__ void __launch_bounds__(128)
     layer_norm_warp_kernel(const X* __restrict__ x, const void* __restrict__ w, Elt wt,
                            const void* __restrict__ b, Elt bt, float eps, Y* __restrict__ y,
                            int64_t rows) {
+  await_inputs();
   constexpr int kChunks = kPer / 8, kN = 32 * kPer;
   const int64_t row = blockIdx.x * 4LL + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -161,6 +166,7 @@ __global__ void __launch_bounds__(128)
 template <class X, class Y, class I>
 __global__ void add_kernel(X* __restrict__ x, const Y* __restrict__ y, I n, I ny,
                            const void* __restrict__ g, Elt gt, I c, float alpha) {
+  await_inputs();
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     float v = to_f32(y[ny == n ? i : i % ny]);
     if (g) v *= load_elt(g, gt, i % c);
@@ -172,6 +178,7 @@ __global__ void add_kernel(X* __restrict__ x, const Y* __restrict__ y, I n, I ny
 template <class T>
 __global__ void concat_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
                               int64_t m, int64_t ca, int64_t cb) {
+  await_inputs();
   const int64_t c = ca + cb, total = m * c;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -183,6 +190,7 @@ __global__ void concat_kernel(const T* __restrict__ a, const T* __restrict__ b, 
 // 32x32 tiles through shared memory so both the read and the write are coalesced.
 template <class T>
 __global__ void transpose_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t r, int64_t c) {
+  await_inputs();
   __shared__ T tile[32][33];
   const int64_t bi = blockIdx.z;
   const T* src = x + bi * r * c;
@@ -223,20 +231,19 @@ void convert(const void* src, Elt st, void* dst, Elt dt, int64_t n, cudaStream_t
     using S = decltype(sv);
     dispatch_elt(dt, [&](auto dv) {
       using D = decltype(dv);
-      convert_kernel<S, D><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(src),
-                                                                      static_cast<D*>(dst), n);
+      launch_kernel(convert_kernel<S, D>, grid_for(n, kThreads), kThreads, 0, s,
+                    static_cast<const S*>(src), static_cast<D*>(dst), n);
     });
   });
-  LB_CUDA_LAUNCHED();
 }
 
 void fill(void* dst, Elt dt, int64_t n, float value, cudaStream_t s) {
   if (n <= 0) return;
   dispatch_elt(dt, [&](auto tv) {
     using T = decltype(tv);
-    fill_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<T*>(dst), n, value);
+    launch_kernel(fill_kernel<T>, grid_for(n, kThreads), kThreads, 0, s, static_cast<T*>(dst), n,
+                  value);
   });
-  LB_CUDA_LAUNCHED();
 }
 
 void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, Act act,
@@ -246,13 +253,12 @@ void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, A
     using T = decltype(tv);
     const unsigned grid = grid_for(m * n, kThreads);
     if (m * n < (int64_t(1) << 30))
-      bias_act_kernel<T, int32_t><<<grid, kThreads, 0, s>>>(
-          static_cast<T*>(y), bias, bt, static_cast<int32_t>(m * n), static_cast<int32_t>(n), act);
+      launch_kernel(bias_act_kernel<T, int32_t>, grid, kThreads, 0, s, static_cast<T*>(y), bias, bt,
+                    static_cast<int32_t>(m * n), static_cast<int32_t>(n), act);
     else
-      bias_act_kernel<T, int64_t>
-          <<<grid, kThreads, 0, s>>>(static_cast<T*>(y), bias, bt, m * n, n, act);
+      launch_kernel(bias_act_kernel<T, int64_t>, grid, kThreads, 0, s, static_cast<T*>(y), bias, bt,
+                    m * n, n, act);
   });
-  LB_CUDA_LAUNCHED();
 }
 
 void layer_norm(const void* x, Elt xt, const void* w, Elt wt, const void* b, Elt bt, float eps,
@@ -272,18 +278,22 @@ void layer_norm(const void* x, Elt xt, const void* w, Elt wt, const void* b, Elt
                        (!b || aligned_to(b, 16));
       const unsigned warp_grid = static_cast<unsigned>((rows + 3) / 4);
       if (vec && n == 1024)
-        layer_norm_warp_kernel<X, Y, 32><<<warp_grid, 128, 0, s>>>(xp, w, wt, b, bt, eps, yp, rows);
+        launch_kernel(layer_norm_warp_kernel<X, Y, 32>, warp_grid, 128, 0, s, xp, w, wt, b, bt, eps,
+                      yp, rows);
       else if (vec && n == 2048)
-        layer_norm_warp_kernel<X, Y, 64><<<warp_grid, 128, 0, s>>>(xp, w, wt, b, bt, eps, yp, rows);
+        launch_kernel(layer_norm_warp_kernel<X, Y, 64>, warp_grid, 128, 0, s, xp, w, wt, b, bt, eps,
+                      yp, rows);
       else if (per <= 4)
-        layer_norm_kernel<X, Y, 4><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
+        launch_kernel(layer_norm_kernel<X, Y, 4>, grid, threads, 0, s, xp, w, wt, b, bt, eps, yp,
+                      n);
       else if (per <= 8)
-        layer_norm_kernel<X, Y, 8><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
+        launch_kernel(layer_norm_kernel<X, Y, 8>, grid, threads, 0, s, xp, w, wt, b, bt, eps, yp,
+                      n);
       else
-        layer_norm_kernel<X, Y, 0><<<grid, threads, 0, s>>>(xp, w, wt, b, bt, eps, yp, n);
+        launch_kernel(layer_norm_kernel<X, Y, 0>, grid, threads, 0, s, xp, w, wt, b, bt, eps, yp,
+                      n);
     });
   });
-  LB_CUDA_LAUNCHED();
 }
 
 void add(void* x, Elt xt, const void* y, Elt yt, int64_t n, int64_t ny, const void* gamma, Elt gt,
@@ -295,15 +305,14 @@ void add(void* x, Elt xt, const void* y, Elt yt, int64_t n, int64_t ny, const vo
       using Y = decltype(yv);
       const unsigned grid = grid_for(n, kThreads);
       if (n < (int64_t(1) << 30))
-        add_kernel<X, Y, int32_t><<<grid, kThreads, 0, s>>>(
-            static_cast<X*>(x), static_cast<const Y*>(y), static_cast<int32_t>(n),
-            static_cast<int32_t>(ny), gamma, gt, static_cast<int32_t>(c), alpha);
+        launch_kernel(add_kernel<X, Y, int32_t>, grid, kThreads, 0, s, static_cast<X*>(x),
+                      static_cast<const Y*>(y), static_cast<int32_t>(n), static_cast<int32_t>(ny),
+                      gamma, gt, static_cast<int32_t>(c), alpha);
       else
-        add_kernel<X, Y, int64_t><<<grid, kThreads, 0, s>>>(
-            static_cast<X*>(x), static_cast<const Y*>(y), n, ny, gamma, gt, c, alpha);
+        launch_kernel(add_kernel<X, Y, int64_t>, grid, kThreads, 0, s, static_cast<X*>(x),
+                      static_cast<const Y*>(y), n, ny, gamma, gt, c, alpha);
     });
   });
-  LB_CUDA_LAUNCHED();
 }
 
 void concat_last(const void* a, const void* b, void* y, int64_t m, int64_t ca, int64_t cb,
@@ -312,8 +321,9 @@ void concat_last(const void* a, const void* b, void* y, int64_t m, int64_t ca, i
   if (total <= 0) return;
   auto run = [&](auto tv) {
     using T = decltype(tv);
-    concat_kernel<T><<<grid_for(total, kThreads), kThreads, 0, s>>>(
-        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), m, ca, cb);
+    launch_kernel(concat_kernel<T>, grid_for(total, kThreads), kThreads, 0, s,
+                  static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), m, ca,
+                  cb);
   };
   if (elem == 4)
     run(Word<4>::type{});
@@ -321,7 +331,6 @@ void concat_last(const void* a, const void* b, void* y, int64_t m, int64_t ca, i
     run(Word<2>::type{});
   else
     LINGBOT_CHECK(false, "concat_last: unsupported element size");
-  LB_CUDA_LAUNCHED();
 }
 
 void transpose_last2(const void* x, void* y, int64_t batch, int64_t r, int64_t c, size_t elem,
@@ -334,7 +343,8 @@ void transpose_last2(const void* x, void* y, int64_t batch, int64_t r, int64_t c
   const dim3 block(32, 8);
   auto run = [&](auto tv) {
     using T = decltype(tv);
-    transpose_kernel<T><<<grid, block, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), r, c);
+    launch_kernel(transpose_kernel<T>, grid, block, 0, s, static_cast<const T*>(x),
+                  static_cast<T*>(y), r, c);
   };
   if (elem == 4)
     run(Word<4>::type{});
@@ -342,7 +352,6 @@ void transpose_last2(const void* x, void* y, int64_t batch, int64_t r, int64_t c
     run(Word<2>::type{});
   else
     LINGBOT_CHECK(false, "transpose_last2: unsupported element size");
-  LB_CUDA_LAUNCHED();
 }
 
 }  // namespace lingbot::cuda

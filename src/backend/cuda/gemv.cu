@@ -79,6 +79,7 @@ struct GemvParams {
 // X is F32 or BF16, W F32 or BF16; M is the number of input rows, 1..4.
 template <class W, class X, int M>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+  await_inputs();
   constexpr int E = 16 / sizeof(W);  // weights per 16-byte load
   const W* w = static_cast<const W*>(p.w);
   const X* x = static_cast<const X*>(p.x);
@@ -141,16 +142,16 @@ void launch(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>((p.n + kRows - 1) / kRows);
   switch (p.m) {
     case 1:
-      gemv_kernel<W, X, 1><<<grid, kThreads, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, X, 1>, grid, kThreads, 0, s, p);
       break;
     case 2:
-      gemv_kernel<W, X, 2><<<grid, kThreads, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, X, 2>, grid, kThreads, 0, s, p);
       break;
     case 3:
-      gemv_kernel<W, X, 3><<<grid, kThreads, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, X, 3>, grid, kThreads, 0, s, p);
       break;
     default:
-      gemv_kernel<W, X, 4><<<grid, kThreads, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, X, 4>, grid, kThreads, 0, s, p);
       break;
   }
 }
@@ -181,7 +182,6 @@ bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt
     xt == kF32 ? launch<__nv_bfloat16, float>(p, s) : launch<__nv_bfloat16, __nv_bfloat16>(p, s);
   else
     xt == kF32 ? launch<float, float>(p, s) : launch<float, __nv_bfloat16>(p, s);
-  LB_CUDA_LAUNCHED();
   return true;
 }
 

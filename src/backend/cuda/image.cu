@@ -13,6 +13,7 @@ constexpr int kThreads = 256;
 template <class I, class R>
 __global__ void patchify_kernel(const I* __restrict__ img, R* __restrict__ rows, int64_t c,
                                 int64_t h, int64_t w, int p, int64_t total) {
+  await_inputs();
   const int64_t gh = h / p, gw = w / p, kdim = c * p * p;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -26,6 +27,7 @@ __global__ void patchify_kernel(const I* __restrict__ img, R* __restrict__ rows,
 __global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, int64_t ci,
                               int64_t hi, int64_t wi, int64_t kh, int64_t kw, int stride, int pad,
                               int64_t wo, int64_t p0, int64_t np) {
+  await_inputs();
   const int64_t total = ci * kh * kw * np;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -40,6 +42,7 @@ __global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ c
 // Grid (pixel blocks, channel, image): the channel comes from the block, not a division.
 __global__ void channel_bias_kernel(float* __restrict__ y, const float* __restrict__ bias,
                                     int64_t pix) {
+  await_inputs();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < pix) y[(int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * pix + i] += bias[blockIdx.y];
 }
@@ -47,6 +50,7 @@ __global__ void channel_bias_kernel(float* __restrict__ y, const float* __restri
 __global__ void scatter_tconv_kernel(const float* __restrict__ tmp, const float* __restrict__ bias,
                                      float* __restrict__ y, int64_t co, int k, int64_t hi,
                                      int64_t wi) {
+  await_inputs();
   const int64_t ho = hi * k, wo = wi * k, total = co * ho * wo, npix = hi * wi;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -66,6 +70,7 @@ template <bool kQuads>
 __global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__ y,
                                 const float* __restrict__ add, int64_t add0, int64_t add_n, int hi,
                                 int wi, int ho, int wo, float sh, float sw) {
+  await_inputs();
   const int ox0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), oy = blockIdx.y;
   if (ox0 >= wo) return;
   const int64_t c = blockIdx.z;
@@ -109,20 +114,18 @@ void patchify(const void* img, Elt it, void* rows, Elt rt, int64_t s, int64_t c,
     using I = decltype(iv);
     dispatch_elt(rt, [&](auto rv) {
       using R = decltype(rv);
-      patchify_kernel<I, R><<<grid_for(total, kThreads), kThreads, 0, st>>>(
-          static_cast<const I*>(img), static_cast<R*>(rows), c, h, w, p, total);
+      launch_kernel(patchify_kernel<I, R>, grid_for(total, kThreads), kThreads, 0, st,
+                    static_cast<const I*>(img), static_cast<R*>(rows), c, h, w, p, total);
     });
   });
-  LB_CUDA_LAUNCHED();
 }
 
 void im2col(const float* x, float* cols, int64_t ci, int64_t hi, int64_t wi, int64_t kh, int64_t kw,
             int stride, int pad, int64_t wo, int64_t p0, int64_t p1, cudaStream_t s) {
   const int64_t total = ci * kh * kw * (p1 - p0);
   if (total <= 0) return;
-  im2col_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(x, cols, ci, hi, wi, kh, kw, stride,
-                                                               pad, wo, p0, p1 - p0);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(im2col_kernel, grid_for(total, kThreads), kThreads, 0, s, x, cols, ci, hi, wi, kh,
+                kw, stride, pad, wo, p0, p1 - p0);
 }
 
 void add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t pix,
@@ -130,16 +133,15 @@ void add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t
   if (n * c * pix <= 0) return;
   const dim3 grid(static_cast<unsigned>((pix + kThreads - 1) / kThreads), static_cast<unsigned>(c),
                   static_cast<unsigned>(n));
-  channel_bias_kernel<<<grid, kThreads, 0, s>>>(y, bias, pix);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(channel_bias_kernel, grid, kThreads, 0, s, y, bias, pix);
 }
 
 void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64_t co, int k,
                             int64_t hi, int64_t wi, cudaStream_t s) {
   const int64_t total = co * hi * k * wi * k;
   if (total <= 0) return;
-  scatter_tconv_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(tmp, bias, y, co, k, hi, wi);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(scatter_tconv_kernel, grid_for(total, kThreads), kThreads, 0, s, tmp, bias, y, co,
+                k, hi, wi);
 }
 
 void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
@@ -159,10 +161,9 @@ void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t
     // The planes of this launch start c0 planes into y, so the addend's index goes on from there.
     const int64_t an = add ? add_n : 1, a0 = (c0 * ho * wo) % an;
     auto* kernel = quads ? upsample_kernel<true> : upsample_kernel<false>;
-    kernel<<<grid, row, 0, s>>>(x + c0 * hi * wi, y + c0 * ho * wo, add, a0, an,
-                                static_cast<int>(hi), static_cast<int>(wi), static_cast<int>(ho),
-                                static_cast<int>(wo), sh, sw);
-    LB_CUDA_LAUNCHED();
+    launch_kernel(kernel, grid, row, 0, s, x + c0 * hi * wi, y + c0 * ho * wo, add, a0, an,
+                  static_cast<int>(hi), static_cast<int>(wi), static_cast<int>(ho),
+                  static_cast<int>(wo), sh, sw);
   }
 }
 

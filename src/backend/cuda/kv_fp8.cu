@@ -15,6 +15,7 @@ constexpr int kScaleThreads = 256;
 __global__ void __launch_bounds__(kScaleThreads)
     kv_scales_kernel(const void* k, const void* v, Elt t, int64_t rows, int heads, int dim,
                      float* scales) {
+  await_inputs();
   const int which = blockIdx.x / heads, h = blockIdx.x % heads;
   const void* src = which == 0 ? k : v;
   float amax = 0.f;
@@ -38,6 +39,7 @@ __global__ void __launch_bounds__(kScaleThreads)
 // per element cost more than the conversion).
 __global__ void quantize_kernel(const void* src, Elt t, uint8_t* dst, unsigned row, unsigned dim,
                                 const float* scales) {
+  await_inputs();
   const int64_t base = int64_t(blockIdx.x) * row;
   for (unsigned e = threadIdx.x; e < row; e += blockDim.x) {
     const float x = __fdiv_rn(load_elt(src, t, base + e), scales[e / dim]);
@@ -49,8 +51,8 @@ __global__ void quantize_kernel(const void* src, Elt t, uint8_t* dst, unsigned r
 
 void fp8_kv_scales(const void* k, const void* v, Elt t, int64_t rows, int heads, int dim,
                    float* scales, cudaStream_t s) {
-  kv_scales_kernel<<<2 * heads, kScaleThreads, 0, s>>>(k, v, t, rows, heads, dim, scales);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(kv_scales_kernel, 2 * heads, kScaleThreads, 0, s, k, v, t, rows, heads, dim,
+                scales);
 }
 
 void quantize_fp8(const void* src, Elt t, void* dst, int64_t n, int heads, int dim,
@@ -59,10 +61,9 @@ void quantize_fp8(const void* src, Elt t, void* dst, int64_t n, int heads, int d
   const int64_t row = int64_t(heads) * dim, rows = n / row;
   LINGBOT_CHECK(rows * row == n && row <= (int64_t(1) << 24) && rows < (int64_t(1) << 31),
                 "quantize_fp8: bad row geometry");
-  quantize_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(src, t, static_cast<uint8_t*>(dst),
-                                                              static_cast<unsigned>(row),
-                                                              static_cast<unsigned>(dim), scales);
-  LB_CUDA_LAUNCHED();
+  launch_kernel(quantize_kernel, static_cast<unsigned>(rows), 256, 0, s, src, t,
+                static_cast<uint8_t*>(dst), static_cast<unsigned>(row), static_cast<unsigned>(dim),
+                scales);
 }
 
 }  // namespace lingbot::cuda

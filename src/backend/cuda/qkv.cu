@@ -21,6 +21,7 @@ constexpr int kMaxPerLane = 8;  // head_dim <= 256
 template <class In, class Out, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     split_qkv_fast_kernel(const SplitQkvArgs a, int64_t items) {
+  await_inputs();
   constexpr int kLanes = D / 8;     // lanes per head
   constexpr int kQuarter = D / 32;  // lanes between the two elements of a half-split pair
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -124,6 +125,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <class In, class Out>
 __global__ void __launch_bounds__(kWarps * 32)
     split_qkv_kernel(const SplitQkvArgs a, int64_t items) {
+  await_inputs();
   __shared__ float buf[kWarps][kMaxPerLane * 32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
@@ -253,16 +255,19 @@ void split_qkv(const SplitQkvArgs& a, cudaStream_t s) {
       using Out = decltype(ov);
       const auto fast_blocks = static_cast<unsigned>((fast_items + kWarps - 1) / kWarps);
       if (fast && a.dim == 32)
-        split_qkv_fast_kernel<In, Out, 32><<<fast_blocks, kWarps * 32, 0, s>>>(a, fast_items);
+        launch_kernel(split_qkv_fast_kernel<In, Out, 32>, fast_blocks, kWarps * 32, 0, s, a,
+                      fast_items);
       else if (fast && a.dim == 64)
-        split_qkv_fast_kernel<In, Out, 64><<<fast_blocks, kWarps * 32, 0, s>>>(a, fast_items);
+        launch_kernel(split_qkv_fast_kernel<In, Out, 64>, fast_blocks, kWarps * 32, 0, s, a,
+                      fast_items);
       else if (fast && a.dim == 128)
-        split_qkv_fast_kernel<In, Out, 128><<<fast_blocks, kWarps * 32, 0, s>>>(a, fast_items);
+        launch_kernel(split_qkv_fast_kernel<In, Out, 128>, fast_blocks, kWarps * 32, 0, s, a,
+                      fast_items);
       else
-        split_qkv_kernel<In, Out><<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(a, items);
+        launch_kernel(split_qkv_kernel<In, Out>, static_cast<unsigned>(blocks), kWarps * 32, 0, s,
+                      a, items);
     });
   });
-  LB_CUDA_LAUNCHED();
 }
 
 }  // namespace lingbot::cuda
