@@ -65,6 +65,19 @@ inline std::vector<BadCall> bad_calls() {
          Tensor x = t(b, {1, 2, 4, 4}), y = t(b, {1, 2, 8, 8}), add = t(b, {1, 2, 8, 7});
          b.upsample_bilinear(x, y, &add);
        }});
+  calls.push_back(
+      {"upsample_conv2d: input [1, 3, 4, 4] upsampled to [1, 3, 8, 8], weight [4, "
+       "3, 3, 3], output [1, 4, 8, 8]",
+       [t](Backend& b) {
+         Tensor x = t(b, {1, 3, 4, 4}), w = t(b, {4, 3, 3, 3}), y = t(b, {1, 4, 8, 8});
+         b.upsample_conv2d(x, nullptr, 8, 8, w, nullptr, 1, 0, y);
+       }});
+  calls.push_back(
+      {"upsample_conv2d: cannot broadcast [1, 3, 8, 7] onto [1, 3, 8, 8]", [t](Backend& b) {
+         Tensor x = t(b, {1, 3, 4, 4}), w = t(b, {4, 3, 3, 3}), y = t(b, {1, 4, 8, 8});
+         Tensor add = t(b, {1, 3, 8, 7});
+         b.upsample_conv2d(x, &add, 8, 8, w, nullptr, 1, 1, y);
+       }});
   calls.push_back({"conv2d: input must be F32, got I32", [t](Backend& b) {
                      Tensor x = b.alloc({1, 3, 8, 8}, DType::I32), w = t(b, {4, 3, 3, 3});
                      Tensor y = t(b, {1, 4, 6, 6});

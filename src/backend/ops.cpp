@@ -369,4 +369,45 @@ void Backend::upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) {
   do_upsample_bilinear(x, y, add);
 }
 
+void Backend::upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, int64_t wo,
+                              const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                              Act act) {
+  // The checks of the two ops it stands for, without the upsampled tensor.
+  check(x, "upsample_conv2d", "input", true);
+  LINGBOT_CHECK(x.rank() == 4 && ho > 0 && wo > 0,
+                "upsample_conv2d: input " + shape_str(x.shape()) + " to " + std::to_string(ho) +
+                    "x" + std::to_string(wo));
+  if (add) {
+    check(*add, "upsample_conv2d", "addend", true);
+    LINGBOT_CHECK(add->numel() > 0 && (x.dim(0) * x.dim(1) * ho * wo) % add->numel() == 0,
+                  "upsample_conv2d: cannot broadcast " + shape_str(add->shape()) + " onto " +
+                      shape_str({x.dim(0), x.dim(1), ho, wo}));
+  }
+  check(w, "upsample_conv2d", "weight", true);
+  check(y, "upsample_conv2d", "output", true);
+  if (b) check(*b, "upsample_conv2d", "bias", true);
+  LINGBOT_CHECK(act == Act::None || act == Act::ReLU,
+                "upsample_conv2d: the only activation is ReLU");
+  const std::string what = "upsample_conv2d: input " + shape_str(x.shape()) + " upsampled to " +
+                           shape_str({x.dim(0), x.dim(1), ho, wo}) + ", weight " +
+                           shape_str(w.shape()) + ", output " + shape_str(y.shape());
+  LINGBOT_CHECK(w.rank() == 4 && y.rank() == 4 && stride > 0 && pad >= 0, what);
+  const int64_t kh = w.dim(2), kw = w.dim(3);
+  LINGBOT_CHECK(w.dim(1) == x.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0) &&
+                    y.dim(2) == (ho + 2 * pad - kh) / stride + 1 &&
+                    y.dim(3) == (wo + 2 * pad - kw) / stride + 1,
+                what);
+  if (b)
+    LINGBOT_CHECK(b->numel() == w.dim(0), shapes("upsample_conv2d", {{"weight", &w}, {"bias", b}}));
+  do_upsample_conv2d(x, add, ho, wo, w, b, stride, pad, y, act);
+}
+
+void Backend::do_upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, int64_t wo,
+                                 const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                                 Act act) {
+  Tensor up = alloc({x.dim(0), x.dim(1), ho, wo}, DType::F32);
+  do_upsample_bilinear(x, up, add);
+  do_conv2d(up, w, b, stride, pad, y, act, false);
+}
+
 }  // namespace lingbot

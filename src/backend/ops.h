@@ -194,6 +194,10 @@ class Backend {
   // Bilinear resize to y's size with align_corners = true; with `add`, y = resize(x) + add, the
   // addend repeated over y as add() broadcasts (a position embedding over the frames of a batch).
   void upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add = nullptr);
+  // conv2d over upsample_bilinear(x, to ho x wo, add): the same results, but a backend need not
+  // hold the upsampled image in memory (the depth head's full-resolution stage).
+  void upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, int64_t wo, const Tensor& w,
+                       const Tensor* b, int stride, int pad, Tensor& y, Act act = Act::None);
 
  protected:
   // The dtypes this backend stores and computes in; operands in any other are refused.
@@ -231,6 +235,10 @@ class Backend {
   virtual void do_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
                                    Tensor& y) = 0;
   virtual void do_upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) = 0;
+  // The default upsamples into a temporary and convolves it.
+  virtual void do_upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, int64_t wo,
+                                  const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                                  Act act);
 
  private:
   // `what` of op `op` lives on this device, in a dtype this backend handles (F32 if `f32`).

@@ -178,7 +178,7 @@ int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, int64
     if (arena.defined()) t = arena.slice(at, at + n).reshape(shape);
     at += (n + 63) / 64 * 64;
   };
-  // Projections and resize layers, then the refinenets; fused[0], which the output stage reads,
+  // Projections and resize layers, then the refinenets; low0, which the output stage reads,
   // last.
   take(pl.xn, {frames * np, cfg.dim_in});
   for (int l = 0; l < 4; ++l) {
@@ -195,16 +195,16 @@ int64_t DepthHead::place(const DepthHeadConfig& cfg, int64_t H, int64_t W, int64
     const int64_t oh = l == 0 ? 2 * lh[0] : lh[l - 1], ow = l == 0 ? 2 * lw[0] : lw[l - 1];
     if (l > 0) take(pl.fused[l], {frames, f, oh, ow});
   }
-  const int64_t before_fused0 = at;
-  const Shape fused0{frames, f, 2 * lh[0], 2 * lw[0]};
-  // The output stage from offset 0, then fused[0] after whichever ends later.
+  const int64_t before_low0 = at;
+  // The output stage from offset 0, then low0 after whichever ends later. Its two upsampled
+  // inputs (refinenet1's output at twice level 0, o1 at the image size) are never held: the
+  // convolutions read them upsampled (Backend::upsample_conv2d).
   at = 0;
   take(pl.o1, {frames, f / 2, 2 * lh[0], 2 * lw[0]});
-  take(pl.o1_up, {frames, f / 2, H, W});
   take(pl.o2, {frames, cfg.head_hidden, H, W});
   take(pl.logits, {frames, cfg.out_dim, H, W});
-  at = std::max(at, before_fused0);
-  take(pl.fused[0], fused0);
+  at = std::max(at, before_low0);
+  take(pl.low0, {frames, f, lh[0], lw[0]});
   return at;
 }
 
@@ -224,6 +224,12 @@ size_t DepthHead::scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64
   take(scratch::conv_transpose2d_floats(c[0], 4, np));    // resize_layers.0
   take(scratch::conv_transpose2d_floats(c[1], 2, np));    // resize_layers.1
   return static_cast<size_t>(most) * 4;
+}
+
+size_t DepthHead::upsampled_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W) {
+  const auto lh = level_sizes(H / cfg.patch), lw = level_sizes(W / cfg.patch);
+  const int64_t f = cfg.features;
+  return static_cast<size_t>(std::max(f * 2 * lh[0] * 2 * lw[0], f / 2 * H * W)) * 4;
 }
 
 void DepthHead::plan_for(Backend& be, int H, int W, int64_t frames) {
@@ -280,18 +286,18 @@ void DepthHead::residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w
   be.conv2d(tmp, w.conv2.w, &w.conv2.b, 1, 1, x, Act::None, /*accumulate=*/true);
 }
 
-// out = out_conv(upsample(RCU2(a + RCU1(b)))); a and b are overwritten. out_conv is 1x1 and the
-// bilinear weights of each output pixel sum to one (align_corners), so the two commute: the
-// convolution runs before the upsampling, on a quarter of the pixels.
+// The reference's block is out_conv(upsample(RCU2(a + RCU1(b)))); out_conv is 1x1 and the
+// bilinear weights of each output pixel sum to one (align_corners), so the two commute: this
+// computes low = out_conv(RCU2(a + RCU1(b))) on a quarter of the pixels and the caller upsamples
+// it. a and b are overwritten.
 void DepthHead::fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b,
-                             Tensor& tmp, Tensor& out) {
+                             Tensor& tmp, Tensor& low) {
   if (b) {
     residual_conv_unit(be, w.rcu1, *b, tmp);
     be.add(a, *b);
   }
   residual_conv_unit(be, w.rcu2, a, tmp);
-  be.conv2d(a, w.out_conv.w, &w.out_conv.b, 1, 0, tmp);
-  be.upsample_bilinear(tmp, out);
+  be.conv2d(a, w.out_conv.w, &w.out_conv.b, 1, 0, low);
 }
 
 void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int64_t first,
@@ -320,14 +326,19 @@ void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int6
   stage.emplace(be, "depth: refinenets");
 
   // Coarse to fine: refinenet4 works on level 3 alone, refinenet{l+1} adds level l.
-  fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp[3], pl.fused[3]);
-  for (int l = 2; l >= 0; --l)
-    fusion_block(be, w_.refinenet[l], pl.fused[l + 1], &pl.r[l], pl.tmp[l], pl.fused[l]);
+  fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp[3], pl.tmp[3]);
+  be.upsample_bilinear(pl.tmp[3], pl.fused[3]);
+  for (int l = 2; l >= 1; --l) {
+    fusion_block(be, w_.refinenet[l], pl.fused[l + 1], &pl.r[l], pl.tmp[l], pl.tmp[l]);
+    be.upsample_bilinear(pl.tmp[l], pl.fused[l]);
+  }
+  fusion_block(be, w_.refinenet[0], pl.fused[1], &pl.r[0], pl.tmp[0], pl.low0);
 
   stage.emplace(be, "depth: output convs");
-  be.conv2d(pl.fused[0], w_.output_conv1.w, &w_.output_conv1.b, 1, 1, pl.o1);
-  be.upsample_bilinear(pl.o1, pl.o1_up, &pl.pos_out);
-  be.conv2d(pl.o1_up, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1, pl.o2, Act::ReLU);
+  be.upsample_conv2d(pl.low0, nullptr, pl.o1.dim(2), pl.o1.dim(3), w_.output_conv1.w,
+                     &w_.output_conv1.b, 1, 1, pl.o1);
+  be.upsample_conv2d(pl.o1, &pl.pos_out, pl.H, pl.W, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1,
+                     pl.o2, Act::ReLU);
   be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
 
   stage.emplace(be, "depth: activation, download");

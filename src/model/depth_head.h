@@ -91,6 +91,9 @@ class DepthHead {
   // The plan of one frame; a batch of n frames takes n times its work buffers.
   static size_t plan_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
   static size_t scratch_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
+  // The largest upsampled image (F32, one frame) the output stage's Backend::upsample_conv2d
+  // holds during the call where the backend does not fuse the two (the CPU, float32 on the GPU).
+  static size_t upsampled_bytes_for(const DepthHeadConfig& cfg, int64_t H, int64_t W);
 
  private:
   // Buffers for a batch of frames at one resolution, and the positional embeddings they share.
@@ -108,20 +111,21 @@ class DepthHead {
     std::array<Tensor, 4> r;      // layer_rn outputs, pyramid level l
     std::array<Tensor, 4> tmp;    // at level l: the RCUs' inner activation, then out_conv's output
     std::array<Tensor, 4> fused;  // refinenet{l+1}'s output, upsampled to the next finer level
-    Tensor o1, o1_up, o2, logits;
+    Tensor low0;                  // refinenet1's output before upsampling (fused[0] is never made)
+    Tensor o1, o2, logits;
     Tensor arena;  // the memory of every work tensor above (see place)
   };
   // Makes the plan hold a batch of `frames` at H x W (growing its arena only past its capacity).
   void plan_for(Backend& be, int H, int W, int64_t frames);
   // The plan's work tensors for `frames` frames as views of one allocation: their offsets in
   // floats, the total returned (`arena` undefined: sizes only, `pl` untouched). The output stage
-  // (o1 to logits) runs once everything but fused[0] is dead, so it reuses the memory of the
+  // (o1 to logits) runs once everything but low0 is dead, so it reuses the memory of the
   // projections and the refinenets instead of taking its own.
   static int64_t place(const DepthHeadConfig& cfg, int64_t H, int64_t W, int64_t frames,
                        const Tensor& arena, Plan& pl);
   void residual_conv_unit(Backend& be, const ResidualConvUnitWeights& w, Tensor& x, Tensor& tmp);
   void fusion_block(Backend& be, const FusionBlockWeights& w, Tensor& a, Tensor* b, Tensor& tmp,
-                    Tensor& out);
+                    Tensor& low);
   // Frames first .. first + plan_.frames - 1 of the layers.
   void run_batch(Backend& be, const std::array<Tensor, 4>& layers, int64_t first,
                  const std::vector<float*>& depth, const std::vector<float*>& conf);

@@ -87,7 +87,10 @@ Model::WorkBytes Model::work_bytes_for(const ModelConfig& config, int64_t height
   w.first_step +=
       CameraHead::scratch_bytes_for(camera_head_config(config), s1, camera_cache_dtype(config));
   w.first_step += static_cast<size_t>(s1 * 2 * config.dim) * 4;
-  w.depth_plan = DepthHead::plan_bytes_for(dpt, height, width);
+  // The plan, and the upsampled image of a backend that does not fuse it into the convolution
+  // reading it (an upper bound where the backend does).
+  w.depth_plan = DepthHead::plan_bytes_for(dpt, height, width) +
+                 DepthHead::upsampled_bytes_for(dpt, height, width);
   // The backend's grow-only scratch block holds its largest request: a depth-head convolution
   // or the split attention of a streamed frame. And the GEMM workspace.
   const int64_t tokens =

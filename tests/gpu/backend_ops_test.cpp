@@ -1509,6 +1509,59 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
   gpu().allow_fast_convolutions(false);
 }
 
+// upsample_conv2d on the fast path writes the upsampled image straight into the convolution's
+// channels-last bf16 input: the same bytes as upsample_bilinear then conv2d on the GPU, and the
+// CPU's F32 result within the tolerance of one bf16 rounding of the input (the CPU's resize
+// rounds differently in the last bit, so rounding its result as well would not give the GPU's
+// input). Shapes as the depth head's output stage (twice the size, and an odd factor with rows
+// that are not multiples of four or of 32), with and without the addend (planes repeated over
+// the images), on both kernels; without the fast path (float32) it is the two ops in F32.
+TEST(GpuOps, UpsampleConv2dIsUpsampleThenConv2d) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    Shape x;
+    int64_t ho, wo, co;
+    bool add;
+    Act act;
+  };
+  const Case cases[] = {{{1, 64, 9, 12}, 18, 24, 128, false, Act::None},
+                        {{2, 32, 10, 14}, 23, 31, 32, true, Act::ReLU},
+                        {{1, 128, 12, 16}, 27, 37, 32, true, Act::ReLU},
+                        {{3, 32, 6, 8}, 11, 16, 64, true, Act::None},
+                        {{1, 64, 7, 5}, 7, 5, 70, true, Act::None}};
+  for (const char* mode : {"wgmma", "mma", "f32"}) {
+    const bool fast = std::strcmp(mode, "f32") != 0;
+    gpu().allow_fast_convolutions(fast);
+    setenv("LINGBOT_CONV_WGMMA", std::strcmp(mode, "mma") == 0 ? "0" : "1", 1);
+    for (const auto& c : cases) {
+      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.ho) + "x" + std::to_string(c.wo) +
+                   ", " + std::to_string(c.co) + " outputs, " + mode);
+      const int64_t n = c.x[0], ci = c.x[1];
+      Tensor x = rng.tensor(c.x), add = rng.tensor({1, ci, c.ho, c.wo}), b = rng.tensor({c.co});
+      Tensor w = round_to(rng.tensor({c.co, ci, 3, 3}, -.3f, .3f), DType::BF16);
+      Tensor up = Tensor::zeros({n, ci, c.ho, c.wo});
+      cpu().upsample_bilinear(x, up, c.add ? &add : nullptr);
+      Tensor want = Tensor::zeros({n, c.co, c.ho, c.wo});
+      cpu().conv2d(up, w, &b, 1, 1, want, c.act);
+      Tensor gx = gpu().upload(x, DType::F32), gw = gpu().upload(w, DType::F32);
+      Tensor gb = gpu().upload(b, DType::F32), gadd = gpu().upload(add, DType::F32);
+      const Tensor* gaddp = c.add ? &gadd : nullptr;
+      Tensor fused = poisoned(want.shape(), DType::F32);
+      gpu().upsample_conv2d(gx, gaddp, c.ho, c.wo, gw, &gb, 1, 1, fused, c.act);
+      Tensor gup = poisoned(up.shape(), DType::F32), two = poisoned(want.shape(), DType::F32);
+      gpu().upsample_bilinear(gx, gup, gaddp);
+      gpu().conv2d(gup, gw, &gb, 1, 1, two, c.act);
+      const Tensor hf = gpu().download(fused), h2 = gpu().download(two);
+      EXPECT_EQ(std::memcmp(hf.raw(), h2.raw(), hf.nbytes()), 0) << "differs from the two ops";
+      EXPECT_LT(rel_err(fused, want), fast ? kTolBF16 : kTolF32);
+    }
+  }
+  unsetenv("LINGBOT_CONV_WGMMA");
+  gpu().allow_fast_convolutions(false);
+}
+
 // The fast path's epilogues (ReLU, accumulate into the output) and its K splits, forced and
 // automatic (small layers split on their own), against the CPU on the same bf16-rounded inputs.
 TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {

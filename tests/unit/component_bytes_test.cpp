@@ -84,6 +84,12 @@ class CountingBackend final : public Backend {
   void do_upsample_bilinear(const Tensor& x, Tensor& y, const Tensor* add) override {
     cpu_->upsample_bilinear(x, y, add);
   }
+  // The upsampled image is the op's own temporary, counted by DepthHead::upsampled_bytes_for.
+  void do_upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, int64_t wo,
+                          const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                          Act act) override {
+    cpu_->upsample_conv2d(x, add, ho, wo, w, b, stride, pad, y, act);
+  }
 
  private:
   std::unique_ptr<Backend> cpu_;
@@ -105,6 +111,9 @@ TEST(ComponentBytes, DepthHeadPlanIsWhatItAllocates) {
   head.run(be, layers, kH, kW);
   EXPECT_EQ(be.bytes, DepthHead::plan_bytes_for(cfg, kH, kW));
   EXPECT_GT(DepthHead::scratch_bytes_for(cfg, kH, kW), 0u);
+  // The larger upsampled image, that of o1 at the image size: f/2 channels.
+  EXPECT_EQ(DepthHead::upsampled_bytes_for(cfg, kH, kW),
+            static_cast<size_t>(cfg.features / 2 * kH * kW) * 4);
 }
 
 // The camera head on the GPU keeps its residual stream F32 and its attention operands bf16.

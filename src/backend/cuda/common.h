@@ -293,11 +293,17 @@ void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64
 // y = bilinear resize of x (align_corners), plus add[i % add_n] where `add` is not null.
 void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
                        int64_t wo, const float* add, int64_t add_n, cudaStream_t s);
+// The same resize of x [images, c, hi, wi] written channels-last in bf16, y [images, ho, wo, c]
+// (c a multiple of 32): a convolution's input, each value rounded once. The addend is whole
+// [ho, wo] planes (add_n a multiple of ho * wo).
+void upsample_channels_last(const float* x, void* y, int64_t images, int64_t c, int64_t hi,
+                            int64_t wi, int64_t ho, int64_t wo, const float* add, int64_t add_n,
+                            cudaStream_t s);
 
 // ---- conv.cu ---------------------------------------------------------------------------------
 // Implicit-GEMM convolution on bf16 tensor cores (inputs rounded to bf16, fp32 accumulation).
 struct ConvArgs {
-  const float* x = nullptr;     // [images, ci, hi, wi]
+  const float* x = nullptr;     // [images, ci, hi, wi] (or up_h x up_w, below)
   const void* w = nullptr;      // packed by conv_pack_weights
   const float* bias = nullptr;  // [co] or null
   float* y = nullptr;           // [images, co, ho, wo]
@@ -305,6 +311,11 @@ struct ConvArgs {
       pad = 0;
   int relu = 0;        // y = relu(conv + bias)
   int accumulate = 0;  // y += conv + bias (not with relu)
+  // up_h > 0: the input is the bilinear resize (align_corners) of x [images, ci, up_h, up_w] to
+  // hi x wi, plus add[i % add_n] where `add` is not null; it is never written out in F32.
+  int up_h = 0, up_w = 0;
+  const float* add = nullptr;
+  int64_t add_n = 0;
 };
 // Which convolutions take this path: scratch::conv_packs.
 // w[co, ci, kh, kw] f32 -> `packed`, bf16 [co rounded up to 128, kh * kw, ci]

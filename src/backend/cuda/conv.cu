@@ -9,7 +9,8 @@
 // 128 pixels, is 16-byte rows that cp.async copies in a 4-stage ring without passing through
 // registers, with zero fill at the borders. A first version gathered the planar f32 input with
 // scalar loads and rounded each value on the way into shared memory; that gather, not the
-// products, set its speed.
+// products, set its speed. An input that is an upsampled image (the depth head's full-resolution
+// stage) is written channels-last straight from the smaller image, never in F32 at full size.
 //
 // Tiling: 128 output pixels x BN output channels per CTA, 8 warps as 4 (pixels) x 2 (channels),
 // mma.sync m16n8k16. Layers with too few tiles to fill the device split K (the taps and input
@@ -435,8 +436,11 @@ void conv_pack_weights(const float* w, void* packed, int64_t co, int64_t ci, int
 void conv2d_bf16(const ConvArgs& a, const ConvPlan& p, void* scratch, cudaStream_t s) {
   auto* xc = static_cast<__nv_bfloat16*>(scratch);
   const int hw = a.hi * a.wi, npix = a.ho * a.wo;
-  launch_kernel(to_channels_last_kernel, dim3((hw + 31) / 32, a.ci / 32, a.images), dim3(32, 8), 0,
-                s, a.x, xc, a.ci, hw);
+  if (a.up_h > 0)
+    upsample_channels_last(a.x, xc, a.images, a.ci, a.up_h, a.up_w, a.hi, a.wi, a.add, a.add_n, s);
+  else
+    launch_kernel(to_channels_last_kernel, dim3((hw + 31) / 32, a.ci / 32, a.images), dim3(32, 8),
+                  0, s, a.x, xc, a.ci, hw);
 
   KernelArgs k;
   k.x = xc;

@@ -475,31 +475,9 @@ class CudaBackend final : public Backend {
     const int64_t kdim = ci * kh * kw, npix = ho * wo;
     const bool pointwise = kh == 1 && kw == 1 && stride == 1 && pad == 0;
     const bool relu = act == Act::ReLU;
-    // scratch::conv_packs: a 1x1 convolution with few outputs (the depth head's last, 32 -> 2
-    // channels at full resolution) stays a GEMM, as the channels-last copy of its input would
-    // cost more than the product.
-    if (fast_convs_ && kh == kw && scratch::conv_packs(co, ci, kh) && conv_impl_gemm() == 0) {
-      cuda::ConvArgs a;
-      a.x = x.f32();
-      a.w = packed_conv_weights(w);
-      a.bias = b ? b->f32() : nullptr;
-      a.y = y.f32();
-      a.images = static_cast<int>(n);
-      a.ci = static_cast<int>(ci);
-      a.hi = static_cast<int>(hi);
-      a.wi = static_cast<int>(wi);
-      a.co = static_cast<int>(co);
-      a.ho = static_cast<int>(ho);
-      a.wo = static_cast<int>(wo);
-      a.kh = static_cast<int>(kh);
-      a.kw = static_cast<int>(kw);
-      a.stride = stride;
-      a.pad = pad;
-      a.relu = relu;
-      a.accumulate = accumulate;
-      const cuda::ConvPlan plan =
-          cuda::conv_plan(a, ctx_->prop.multiProcessorCount, runs_sm90a(ctx_->prop));
-      cuda::conv2d_bf16(a, plan, ctx_->scratch.get(plan.scratch_bytes(), s()), s());
+    if (fast_conv(w)) {
+      cuda::ConvArgs a = conv_args(x.f32(), hi, wi, w, b, stride, pad, y, act, accumulate);
+      run_fast_conv(a);
       return;
     }
     // im2col in pixel chunks so the column buffer stays bounded at any resolution.
@@ -598,6 +576,24 @@ class CudaBackend final : public Backend {
     const int64_t nc = x.dim(0) * x.dim(1);
     cuda::upsample_bilinear(x.f32(), y.f32(), nc, x.dim(2), x.dim(3), y.dim(2), y.dim(3),
                             add ? add->f32() : nullptr, add ? add->numel() : 0, s());
+  }
+
+  // The tensor-core convolution reads a channels-last bf16 copy of its input anyway: the upsampled
+  // image goes straight into it, the same values as upsample_bilinear then conv2d give, without
+  // the F32 image at full size (~100 MB a frame at the depth head's last stage).
+  void do_upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, int64_t wo,
+                          const Tensor& w, const Tensor* b, int stride, int pad, Tensor& y,
+                          Act act) override {
+    if (!fast_conv(w) || x.dim(1) % 32 != 0 || (add && add->numel() % (ho * wo) != 0)) {
+      Backend::do_upsample_conv2d(x, add, ho, wo, w, b, stride, pad, y, act);
+      return;
+    }
+    cuda::ConvArgs a = conv_args(x.f32(), ho, wo, w, b, stride, pad, y, act, false);
+    a.up_h = static_cast<int>(x.dim(2));
+    a.up_w = static_cast<int>(x.dim(3));
+    a.add = add ? add->f32() : nullptr;
+    a.add_n = add ? add->numel() : 0;
+    run_fast_conv(a);
   }
 
  private:
@@ -716,6 +712,42 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Context> ctx_;
   StagedUpload staged_;  // weights' host-to-device copies (declared after ctx_: freed first)
   // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
+  // Whether a convolution with these weights runs on the implicit-GEMM tensor-core kernels.
+  // scratch::conv_packs: a 1x1 convolution with few outputs (the depth head's last, 32 -> 2
+  // channels at full resolution) stays a GEMM, as the channels-last copy of its input would cost
+  // more than the product.
+  bool fast_conv(const Tensor& w) const {
+    return fast_convs_ && w.dim(2) == w.dim(3) &&
+           scratch::conv_packs(w.dim(0), w.dim(1), w.dim(2)) && conv_impl_gemm() == 0;
+  }
+  cuda::ConvArgs conv_args(const float* x, int64_t hi, int64_t wi, const Tensor& w, const Tensor* b,
+                           int stride, int pad, Tensor& y, Act act, bool accumulate) {
+    cuda::ConvArgs a;
+    a.x = x;
+    a.w = packed_conv_weights(w);
+    a.bias = b ? b->f32() : nullptr;
+    a.y = y.f32();
+    a.images = static_cast<int>(y.dim(0));
+    a.ci = static_cast<int>(w.dim(1));
+    a.hi = static_cast<int>(hi);
+    a.wi = static_cast<int>(wi);
+    a.co = static_cast<int>(w.dim(0));
+    a.ho = static_cast<int>(y.dim(2));
+    a.wo = static_cast<int>(y.dim(3));
+    a.kh = static_cast<int>(w.dim(2));
+    a.kw = static_cast<int>(w.dim(3));
+    a.stride = stride;
+    a.pad = pad;
+    a.relu = act == Act::ReLU;
+    a.accumulate = accumulate;
+    return a;
+  }
+  void run_fast_conv(const cuda::ConvArgs& a) {
+    const cuda::ConvPlan plan =
+        cuda::conv_plan(a, ctx_->prop.multiProcessorCount, runs_sm90a(ctx_->prop));
+    cuda::conv2d_bf16(a, plan, ctx_->scratch.get(plan.scratch_bytes(), s()), s());
+  }
+
   static int conv_impl_gemm() {
     static const int v = [] {
       const char* e = std::getenv("LINGBOT_CONV_IMPL");

@@ -61,8 +61,32 @@ __global__ void scatter_tconv_kernel(const float* __restrict__ tmp, const float*
   }
 }
 
-// Mirrors the CPU reference's float arithmetic (scale formed in float, PyTorch's recipe). Grid
-// (columns, rows, planes): no per-element 64-bit division, which dominated at 378x504x128.
+// align_corners: source = output * (in - 1) / (out - 1), the scale formed in float.
+float resize_scale(int64_t in, int64_t out) {
+  return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f;
+}
+
+// The two rows an output row of an align_corners resize reads, and their weights. Mirrors the CPU
+// reference's float arithmetic (scale formed in float, PyTorch's recipe).
+struct SourceRows {
+  const float *r0, *r1;
+  float l0, l1;
+};
+__device__ __forceinline__ SourceRows source_rows(const float* plane, int oy, int hi, int wi,
+                                                  float sh) {
+  const float sy = __fmul_rn(sh, static_cast<float>(oy));
+  const int y0 = static_cast<int>(sy), y1 = y0 + (y0 < hi - 1 ? 1 : 0);
+  const float l1 = sy - static_cast<float>(y0);
+  return {plane + int64_t(y0) * wi, plane + int64_t(y1) * wi, 1.f - l1, l1};
+}
+__device__ __forceinline__ float sample(const SourceRows& r, int ox, int wi, float sw) {
+  const float sx = __fmul_rn(sw, static_cast<float>(ox));
+  const int x0 = static_cast<int>(sx), x1 = x0 + (x0 < wi - 1 ? 1 : 0);
+  const float w1 = sx - static_cast<float>(x0), w0 = 1.f - w1;
+  return r.l0 * (w0 * r.r0[x0] + w1 * r.r0[x1]) + r.l1 * (w0 * r.r1[x0] + w1 * r.r1[x1]);
+}
+
+// Grid (columns, rows, planes): no per-element 64-bit division, which dominated at 378x504x128.
 // Four consecutive outputs of a row per thread: its 16-byte store (and the addend's load) where
 // the rows are whole multiples of four (kQuads), else one value at a time. `add` (or null) is
 // added to output i of this launch as add[(add0 + i) % add_n].
@@ -74,21 +98,11 @@ __global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__
   const int ox0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), oy = blockIdx.y;
   if (ox0 >= wo) return;
   const int64_t c = blockIdx.z;
-  const float sy = __fmul_rn(sh, static_cast<float>(oy));
-  const int y0 = static_cast<int>(sy), y1 = y0 + (y0 < hi - 1 ? 1 : 0);
-  const float l1 = sy - static_cast<float>(y0), l0 = 1.f - l1;
-  const float* r0 = x + (c * hi + y0) * wi;
-  const float* r1 = x + (c * hi + y1) * wi;
+  const SourceRows r = source_rows(x + c * hi * wi, oy, hi, wi, sh);
   const int64_t o = (c * ho + oy) * wo + ox0;
   float v[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int ox = min(ox0 + j, wo - 1);
-    const float sx = __fmul_rn(sw, static_cast<float>(ox));
-    const int x0 = static_cast<int>(sx), x1 = x0 + (x0 < wi - 1 ? 1 : 0);
-    const float w1 = sx - static_cast<float>(x0), w0 = 1.f - w1;
-    v[j] = l0 * (w0 * r0[x0] + w1 * r0[x1]) + l1 * (w0 * r1[x0] + w1 * r1[x1]);
-  }
+  for (int j = 0; j < 4; ++j) v[j] = sample(r, min(ox0 + j, wo - 1), wi, sw);
   if constexpr (kQuads) {
     if (add) {
       const float4 a = *reinterpret_cast<const float4*>(add + (add0 + o) % add_n);
@@ -101,6 +115,58 @@ __global__ void upsample_kernel(const float* __restrict__ x, float* __restrict__
   } else {
     for (int j = 0; j < 4 && ox0 + j < wo; ++j)
       y[o + j] = add ? v[j] + add[(add0 + o + j) % add_n] : v[j];
+  }
+}
+
+// The same resize (and addend) written channels-last in bf16, as a convolution reads its input:
+// x [images * c planes, hi, wi] -> y [images, ho, wo, c], each value that of upsample_kernel
+// rounded once. A block is 32 outputs of a row x 32 channels (c a multiple of 32): a thread
+// resizes four consecutive outputs of one channel (one pair of source rows; the addend, whole
+// [ho, wo] planes repeated, as one 16-byte load where the rows are multiples of four), the block
+// turns them around in shared memory, and a thread writes four channels of one output as one
+// 8-byte store.
+template <bool kQuads>
+__global__ void __launch_bounds__(256)
+    upsample_channels_last_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y,
+                                  const float* __restrict__ add, int add_planes, int c, int hi,
+                                  int wi, int ho, int wo, float sh, float sw) {
+  await_inputs();
+  __shared__ float tile[32][33];
+  const int groups = c / 32, img = blockIdx.z / groups, c0 = (blockIdx.z - img * groups) * 32;
+  const int ox0 = blockIdx.x * 32, oy = blockIdx.y, t = threadIdx.x;
+  {
+    const int ch = t >> 3, q = (t & 7) * 4;
+    const int plane = img * c + c0 + ch;
+    const SourceRows r = source_rows(x + int64_t(plane) * hi * wi, oy, hi, wi, sh);
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = sample(r, min(ox0 + q + j, wo - 1), wi, sw);
+    if (add && ox0 + q < wo) {
+      const float* a = add + (int64_t(plane % add_planes) * ho + oy) * wo + ox0 + q;
+      if constexpr (kQuads) {
+        const float4 av = *reinterpret_cast<const float4*>(a);
+        v[0] += av.x;
+        v[1] += av.y;
+        v[2] += av.z;
+        v[3] += av.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (ox0 + q + j < wo) v[j] += a[j];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) tile[ch][q + j] = v[j];
+  }
+  __syncthreads();
+  const int px = t >> 3, k = (t & 7) * 4;
+  if (ox0 + px < wo) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(tile[k][px], tile[k + 1][px]);
+    const __nv_bfloat162 hi2 = __floats2bfloat162_rn(tile[k + 2][px], tile[k + 3][px]);
+    uint2 out;
+    out.x = *reinterpret_cast<const uint32_t*>(&lo);
+    out.y = *reinterpret_cast<const uint32_t*>(&hi2);
+    *reinterpret_cast<uint2*>(y + ((int64_t(img) * ho + oy) * wo + ox0 + px) * c + c0 + k) = out;
   }
 }
 
@@ -147,8 +213,7 @@ void scatter_transpose_conv(const float* tmp, const float* bias, float* y, int64
 void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t wi, int64_t ho,
                        int64_t wo, const float* add, int64_t add_n, cudaStream_t s) {
   if (nc * ho * wo <= 0) return;
-  const float sh = ho > 1 ? static_cast<float>(hi - 1) / static_cast<float>(ho - 1) : 0.f;
-  const float sw = wo > 1 ? static_cast<float>(wi - 1) / static_cast<float>(wo - 1) : 0.f;
+  const float sh = resize_scale(hi, ho), sw = resize_scale(wi, wo);
   // Quads need 16-byte aligned rows of y and of the addend (a whole number of rows of y).
   const bool quads = wo % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
                      (!add || (reinterpret_cast<uintptr_t>(add) % 16 == 0 && add_n % 4 == 0));
@@ -165,6 +230,23 @@ void upsample_bilinear(const float* x, float* y, int64_t nc, int64_t hi, int64_t
                   static_cast<int>(hi), static_cast<int>(wi), static_cast<int>(ho),
                   static_cast<int>(wo), sh, sw);
   }
+}
+
+void upsample_channels_last(const float* x, void* y, int64_t images, int64_t c, int64_t hi,
+                            int64_t wi, int64_t ho, int64_t wo, const float* add, int64_t add_n,
+                            cudaStream_t s) {
+  if (images * c * ho * wo <= 0) return;
+  LINGBOT_CHECK(c % 32 == 0 && images * c <= 0x7fffffff && images * (c / 32) <= 65535 &&
+                    ho <= 65535 && (!add || (add_n > 0 && add_n % (ho * wo) == 0)),
+                "upsample_channels_last: unsupported shape");
+  const dim3 grid(static_cast<unsigned>((wo + 31) / 32), static_cast<unsigned>(ho),
+                  static_cast<unsigned>(images * (c / 32)));
+  const bool quads = wo % 4 == 0 && reinterpret_cast<uintptr_t>(add) % 16 == 0;
+  auto* kernel = quads ? upsample_channels_last_kernel<true> : upsample_channels_last_kernel<false>;
+  launch_kernel(kernel, grid, 256, 0, s, x, static_cast<__nv_bfloat16*>(y), add,
+                add ? static_cast<int>(add_n / (ho * wo)) : 1, static_cast<int>(c),
+                static_cast<int>(hi), static_cast<int>(wi), static_cast<int>(ho),
+                static_cast<int>(wo), resize_scale(hi, ho), resize_scale(wi, wo));
 }
 
 }  // namespace lingbot::cuda
