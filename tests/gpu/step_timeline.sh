@@ -11,6 +11,9 @@ OUT=${OUT:-/tmp/lingbot-timeline}
 SHORT=${SHORT:-250}
 LONG=${LONG:-1990}
 mkdir -p "$OUT"
+# A kernel launched early (programmatic dependent launch) is traced from its start, its wait for
+# the kernel before it included: off unless asked for, so that each kernel's time is its own.
+export LINGBOT_PDL=${LINGBOT_PDL:-0}
 lib=build/bench/liblingbot_kernel_trace.so
 [ -f "$lib" ] || { echo "no $lib (CUPTI not found at configure time)"; exit 0; }
 for n in "$SHORT" "$LONG"; do
