@@ -709,9 +709,6 @@ class CudaBackend final : public Backend {
     LINGBOT_CHECK(!ctx_->step.capturing(),
                   std::string("cuda backend: ") + op + " inside a recorded step (a bug)");
   }
-  std::shared_ptr<Context> ctx_;
-  StagedUpload staged_;  // weights' host-to-device copies (declared after ctx_: freed first)
-  // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
   // Whether a convolution with these weights runs on the implicit-GEMM tensor-core kernels.
   // scratch::conv_packs: a 1x1 convolution with few outputs (the depth head's last, 32 -> 2
   // channels at full resolution) stays a GEMM, as the channels-last copy of its input would cost
@@ -748,6 +745,9 @@ class CudaBackend final : public Backend {
     cuda::conv2d_bf16(a, plan, ctx_->scratch.get(plan.scratch_bytes(), s()), s());
   }
 
+  std::shared_ptr<Context> ctx_;
+  StagedUpload staged_;  // weights' host-to-device copies (declared after ctx_: freed first)
+  // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
   static int conv_impl_gemm() {
     static const int v = [] {
       const char* e = std::getenv("LINGBOT_CONV_IMPL");
