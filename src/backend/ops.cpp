@@ -321,18 +321,24 @@ void Backend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stri
   LINGBOT_CHECK(act == Act::None || !accumulate,
                 "conv2d: the epilogue is ReLU or accumulate, not both");
   check(x, "conv2d", "input", true);
-  check(w, "conv2d", "weight", true);
-  check(y, "conv2d", "output", true);
-  if (b) check(*b, "conv2d", "bias", true);
-  const auto what = shapes("conv2d", {{"input", &x}, {"weight", &w}, {"output", &y}});
-  LINGBOT_CHECK(x.rank() == 4 && w.rank() == 4 && y.rank() == 4 && stride > 0 && pad >= 0, what);
-  const int64_t hi = x.dim(2), wi = x.dim(3), kh = w.dim(2), kw = w.dim(3);
-  LINGBOT_CHECK(w.dim(1) == x.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0) &&
-                    y.dim(2) == (hi + 2 * pad - kh) / stride + 1 &&
-                    y.dim(3) == (wi + 2 * pad - kw) / stride + 1,
-                what);
-  if (b) LINGBOT_CHECK(b->numel() == w.dim(0), shapes("conv2d", {{"weight", &w}, {"bias", b}}));
+  check_conv("conv2d", x.shape(), w, b, stride, pad, y, "input " + shape_str(x.shape()));
   do_conv2d(x, w, b, stride, pad, y, act, accumulate);
+}
+
+void Backend::check_conv(const char* op, const Shape& in, const Tensor& w, const Tensor* b,
+                         int stride, int pad, const Tensor& y, const std::string& input) const {
+  check(w, op, "weight", true);
+  check(y, op, "output", true);
+  if (b) check(*b, op, "bias", true);
+  const std::string what = std::string(op) + ": " + input + ", weight " + shape_str(w.shape()) +
+                           ", output " + shape_str(y.shape());
+  LINGBOT_CHECK(in.size() == 4 && w.rank() == 4 && y.rank() == 4 && stride > 0 && pad >= 0, what);
+  const int64_t kh = w.dim(2), kw = w.dim(3);
+  LINGBOT_CHECK(w.dim(1) == in[1] && y.dim(0) == in[0] && y.dim(1) == w.dim(0) &&
+                    y.dim(2) == (in[2] + 2 * pad - kh) / stride + 1 &&
+                    y.dim(3) == (in[3] + 2 * pad - kw) / stride + 1,
+                what);
+  if (b) LINGBOT_CHECK(b->numel() == w.dim(0), shapes(op, {{"weight", &w}, {"bias", b}}));
 }
 
 void Backend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride,
@@ -377,28 +383,17 @@ void Backend::upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho, in
   LINGBOT_CHECK(x.rank() == 4 && ho > 0 && wo > 0,
                 "upsample_conv2d: input " + shape_str(x.shape()) + " to " + std::to_string(ho) +
                     "x" + std::to_string(wo));
+  const Shape up{x.dim(0), x.dim(1), ho, wo};
   if (add) {
     check(*add, "upsample_conv2d", "addend", true);
-    LINGBOT_CHECK(add->numel() > 0 && (x.dim(0) * x.dim(1) * ho * wo) % add->numel() == 0,
-                  "upsample_conv2d: cannot broadcast " + shape_str(add->shape()) + " onto " +
-                      shape_str({x.dim(0), x.dim(1), ho, wo}));
+    LINGBOT_CHECK(
+        add->numel() > 0 && shape_numel(up) % add->numel() == 0,
+        "upsample_conv2d: cannot broadcast " + shape_str(add->shape()) + " onto " + shape_str(up));
   }
-  check(w, "upsample_conv2d", "weight", true);
-  check(y, "upsample_conv2d", "output", true);
-  if (b) check(*b, "upsample_conv2d", "bias", true);
   LINGBOT_CHECK(act == Act::None || act == Act::ReLU,
                 "upsample_conv2d: the only activation is ReLU");
-  const std::string what = "upsample_conv2d: input " + shape_str(x.shape()) + " upsampled to " +
-                           shape_str({x.dim(0), x.dim(1), ho, wo}) + ", weight " +
-                           shape_str(w.shape()) + ", output " + shape_str(y.shape());
-  LINGBOT_CHECK(w.rank() == 4 && y.rank() == 4 && stride > 0 && pad >= 0, what);
-  const int64_t kh = w.dim(2), kw = w.dim(3);
-  LINGBOT_CHECK(w.dim(1) == x.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0) &&
-                    y.dim(2) == (ho + 2 * pad - kh) / stride + 1 &&
-                    y.dim(3) == (wo + 2 * pad - kw) / stride + 1,
-                what);
-  if (b)
-    LINGBOT_CHECK(b->numel() == w.dim(0), shapes("upsample_conv2d", {{"weight", &w}, {"bias", b}}));
+  check_conv("upsample_conv2d", up, w, b, stride, pad, y,
+             "input " + shape_str(x.shape()) + " upsampled to " + shape_str(up));
   do_upsample_conv2d(x, add, ho, wo, w, b, stride, pad, y, act);
 }
 

@@ -246,6 +246,10 @@ class Backend {
   void check_query(const Tensor& q, const Tensor& out) const;  // of attention
   void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
                     const Tensor& y) const;
+  // Of conv2d and upsample_conv2d: weight, bias and output against the input as convolved, of
+  // shape `in` (x itself checked by the caller); `input` describes it in the message.
+  void check_conv(const char* op, const Shape& in, const Tensor& w, const Tensor* b, int stride,
+                  int pad, const Tensor& y, const std::string& input) const;
   std::vector<std::vector<KVSegment>> planned_;  // the default plan: the lists themselves
 };
 
