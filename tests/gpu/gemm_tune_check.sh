@@ -6,18 +6,8 @@
 #   [LINGBOT_FIXTURES=...] [OUT=...] tests/gpu/gemm_tune_check.sh
 set -u
 export LINGBOT_FIXTURES=${LINGBOT_FIXTURES:-$PWD/../shared/fixtures}
-OUT=${OUT:-/tmp/lingbot-tune}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name --format=csv,noheader
-t0=$(date +%s)
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=OFF &&
-  ninja -C build lingbot-map lingbot_tests; } >"$OUT/build.log" 2>&1 ||
-  { grep -E "error|Error" -A3 "$OUT/build.log" | head -40; exit 1; }
-echo "build $(($(date +%s) - t0)) s"
-bench() { LINGBOT_GEMM_TUNE=$1 timeout 120 build/lingbot-map bench --device cuda "${@:2}" 2>&1 | grep -E "^streaming" | cut -c1-40; }
-for r in 1 2; do
-  for t in 0 1; do printf "378x504, round %s, tuning %s: " "$r" "$t"; bench "$t"; done
-done
-for t in 0 1; do printf "378x518, tuning %s: " "$t"; bench "$t" --width 518; done
+OUT=${OUT:-/tmp/lingbot-tune}
+tests/gpu/switch_bench.sh LINGBOT_GEMM_TUNE "$OUT" || exit 1
 LINGBOT_CUDA_VERBOSE=1 timeout 120 build/lingbot-map bench --device cuda --frames 20 2>&1 | grep "bit-identical"
 timeout 300 build/tests/lingbot_tests --gtest_filter='GpuOps.*Linear*:GpuParity*' >"$OUT/gpu.log" 2>&1
 echo "gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|Failure|parity|tuned bits" "$OUT/gpu.log" | head -30

@@ -7,18 +7,8 @@
 #   [LINGBOT_FIXTURES=...] [OUT=...] tests/gpu/pdl_check.sh
 set -u
 export LINGBOT_FIXTURES=${LINGBOT_FIXTURES:-$PWD/../shared/fixtures}
-OUT=${OUT:-/tmp/lingbot-pdl}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name --format=csv,noheader
-t0=$(date +%s)
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_BENCH=OFF &&
-  ninja -C build lingbot-map lingbot_tests; } >"$OUT/build.log" 2>&1 ||
-  { grep -E "error|Error" -A3 "$OUT/build.log" | head -40; exit 1; }
-echo "build $(($(date +%s) - t0)) s"
-bench() { LINGBOT_PDL=$1 timeout 120 build/lingbot-map bench --device cuda "${@:2}" 2>&1 | grep -E "^streaming" | cut -c1-40; }
-for r in 1 2; do
-  for p in 0 1; do printf "378x504, round %s, pdl %s: " "$r" "$p"; bench "$p"; done
-done
-for p in 0 1; do printf "378x518, pdl %s: " "$p"; bench "$p" --width 518; done
+OUT=${OUT:-/tmp/lingbot-pdl}
+tests/gpu/switch_bench.sh LINGBOT_PDL "$OUT" || exit 1
 for p in 0 1; do  # a line for every step that instantiated its graph
   printf "pdl %s, 60 frames: step graphs instantiated %s times\n" "$p" \
     "$(LINGBOT_PDL=$p LINGBOT_CUDA_VERBOSE=1 timeout 120 build/lingbot-map bench --device cuda \
