@@ -30,6 +30,20 @@ inline std::vector<BadCall> bad_calls() {
                      Tensor x = t(b, {4, 8}), w = t(b, {7}), y = t(b, {4, 8});
                      b.layer_norm(x, &w, nullptr, 1e-5f, y);
                    }});
+  calls.push_back({"layer_norm_linear: input [4, 8], weight [7]", [t](Backend& b) {
+                     Tensor x = t(b, {4, 8}), g = t(b, {7}), h = t(b, {4, 8}), w = t(b, {5, 8}),
+                            y = t(b, {4, 5});
+                     b.layer_norm_linear(x, &g, nullptr, 1e-5f, h, w, nullptr, y);
+                   }});
+  calls.push_back(
+      {"layer_norm_linear: input [4, 8], weight [5, 9], output [4, 5]", [t](Backend& b) {
+         Tensor x = t(b, {4, 8}), h = t(b, {4, 8}), w = t(b, {5, 9}), y = t(b, {4, 5});
+         b.layer_norm_linear(x, nullptr, nullptr, 1e-5f, h, w, nullptr, y);
+       }});
+  calls.push_back({"copy_ranges: a range without memory", [t](Backend& b) {
+                     Tensor y = t(b, {4});
+                     b.copy_ranges({{nullptr, y.raw(), 4}});
+                   }});
   calls.push_back({"add: cannot broadcast [3] onto [4, 8]", [t](Backend& b) {
                      Tensor x = t(b, {4, 8}), y = t(b, {3});
                      b.add(x, y);

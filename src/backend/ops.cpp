@@ -47,6 +47,12 @@ void Backend::copy(const Tensor& src, Tensor& dst) {
   do_copy(src, dst);
 }
 
+void Backend::copy_ranges(const std::vector<ByteRange>& ranges) {
+  for (const ByteRange& r : ranges)
+    LINGBOT_CHECK(r.bytes == 0 || (r.src && r.dst), "copy_ranges: a range without memory");
+  do_copy_ranges(ranges);
+}
+
 void Backend::fill(Tensor& t, float value) {
   check(t, "fill", "target");
   do_fill(t, value);
@@ -110,17 +116,37 @@ void Backend::linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tens
   do_linear_add(x, w, b, y);
 }
 
-void Backend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) {
-  check(x, "layer_norm", "input");
-  check(y, "layer_norm", "output");
-  if (w) check(*w, "layer_norm", "weight");
-  if (b) check(*b, "layer_norm", "bias");
+void Backend::check_layer_norm(const char* op, const Tensor& x, const Tensor* w, const Tensor* b,
+                               const Tensor& y) const {
+  check(x, op, "input");
+  check(y, op, "output");
+  if (w) check(*w, op, "weight");
+  if (b) check(*b, op, "bias");
   LINGBOT_CHECK(x.rank() >= 1 && y.numel() == x.numel(),
-                shapes("layer_norm", {{"input", &x}, {"output", &y}}));
+                shapes(op, {{"input", &x}, {"output", &y}}));
   const int64_t n = x.dim(-1);
-  if (w) LINGBOT_CHECK(w->numel() == n, shapes("layer_norm", {{"input", &x}, {"weight", w}}));
-  if (b) LINGBOT_CHECK(b->numel() == n, shapes("layer_norm", {{"input", &x}, {"bias", b}}));
+  if (w) LINGBOT_CHECK(w->numel() == n, shapes(op, {{"input", &x}, {"weight", w}}));
+  if (b) LINGBOT_CHECK(b->numel() == n, shapes(op, {{"input", &x}, {"bias", b}}));
+}
+
+void Backend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) {
+  check_layer_norm("layer_norm", x, w, b, y);
   do_layer_norm(x, w, b, eps, y);
+}
+
+void Backend::layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b,
+                                float eps, Tensor& normed, const Tensor& w, const Tensor* b,
+                                Tensor& y, Act act) {
+  check_layer_norm("layer_norm_linear", x, norm_w, norm_b, normed);
+  check_linear("layer_norm_linear", normed, w, b, y);
+  do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, b, y, act);
+}
+
+void Backend::do_layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b,
+                                   float eps, Tensor& normed, const Tensor& w, const Tensor* b,
+                                   Tensor& y, Act act) {
+  do_layer_norm(x, norm_w, norm_b, eps, normed);
+  do_linear(normed, w, b, y, act);
 }
 
 void Backend::add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) {

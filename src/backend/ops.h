@@ -28,6 +28,13 @@ struct KVSegment {
   const float* scales = nullptr;
 };
 
+// A copy of `bytes` bytes between two places in a backend's memory (see copy_ranges).
+struct ByteRange {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t bytes = 0;
+};
+
 // Largest |value| of the rows that set fp8 K/V scales, as a fraction of e4m3's largest finite
 // value (448): later rows up to this many times larger still fit before saturating. e4m3 is a
 // float, so the headroom costs no relative precision; only values below 1/1792 of that largest
@@ -92,6 +99,10 @@ class Backend {
   virtual Tensor download(const Tensor& t) = 0;  // host F32
   void copy(const Tensor& src, Tensor& dst);     // same numel; converts dtype
   void fill(Tensor& t, float value);
+  // Copies every range, bytes as they are; no range's destination may overlap another range.
+  // The GPU does all of them in one launch where a copy each would cost a launch and a gap each
+  // (the cache moves an evicted frame's special rows of every layer this way).
+  void copy_ranges(const std::vector<ByteRange>& ranges);
   virtual void synchronize() {}
   // Makes the backend's device current on the calling thread (CUDA: the runtime queues work on
   // the thread's current device). A thread calls it before its first op, and again after it may
@@ -150,6 +161,12 @@ class Backend {
   void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
   // LayerNorm over the last dim (biased variance, eps inside the root); weight/bias optional.
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps, Tensor& y);
+  // linear(layer_norm(x), w, b, y, act) with `normed` (x's shape) for the norm's output; a backend
+  // may compute the norm inside the product instead and leave `normed` as it was (the GPU for a
+  // few rows: the camera head's, where each norm would be a launch of its own).
+  void layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b, float eps,
+                         Tensor& normed, const Tensor& w, const Tensor* b, Tensor& y,
+                         Act act = Act::None);
   // x += alpha * gamma ⊙ y. gamma (optional) spans the last dim; y broadcasts over the leading
   // dims of x when it has fewer elements (y.numel() must divide x.numel()).
   void add(Tensor& x, const Tensor& y, const Tensor* gamma = nullptr, float alpha = 1.0f);
@@ -206,12 +223,17 @@ class Backend {
   // The ops above, operands checked.
   virtual void do_copy(const Tensor& src, Tensor& dst) = 0;
   virtual void do_fill(Tensor& t, float value) = 0;
+  virtual void do_copy_ranges(const std::vector<ByteRange>& ranges) = 0;
   virtual void do_download_async(const Tensor& t, float* host) { download_into(t, host); }
   virtual void do_upload_into(const Tensor& host, Tensor& dst);
   virtual void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) = 0;
   virtual void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                              Tensor& y) = 0;
+  // The default normalizes into `normed`, then multiplies.
+  virtual void do_layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b,
+                                    float eps, Tensor& normed, const Tensor& w, const Tensor* b,
+                                    Tensor& y, Act act);
   virtual void do_add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) = 0;
   virtual void do_activate(Tensor& x, Act act) = 0;
   virtual void do_concat_last(const Tensor& a, const Tensor& b, Tensor& y) = 0;
@@ -244,6 +266,8 @@ class Backend {
   // `what` of op `op` lives on this device, in a dtype this backend handles (F32 if `f32`).
   void check(const Tensor& t, const char* op, const char* what, bool f32 = false) const;
   void check_query(const Tensor& q, const Tensor& out) const;  // of attention
+  void check_layer_norm(const char* op, const Tensor& x, const Tensor* w, const Tensor* b,
+                        const Tensor& y) const;
   void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
                     const Tensor& y) const;
   // Of conv2d and upsample_conv2d: weight, bias and output against the input as convolved, of

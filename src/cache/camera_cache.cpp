@@ -52,20 +52,31 @@ const CameraCache::Slot& CameraCache::slot(int iteration, int block) const {
 }
 
 void CameraCache::append(int iteration, int block, const Tensor& k, const Tensor& v) {
-  Slot& s = slot(iteration, block);
-  if (!s.pinned) {
-    s.rest.append(k, v);
-    return;
-  }
   const int64_t n = k.numel() / (heads_ * head_dim_);
   LINGBOT_CHECK(
       k.numel() == n * heads_ * head_dim_ && v.numel() == k.numel(),
       "CameraCache::append: rows " + shape_str(k.shape()) + " do not match heads x head_dim");
-  // Rows join the pinned part only while it is short and nothing follows it.
-  const int64_t pin = s.rest.rows() == 0 ? std::min(n, limit_.pinned - s.pinned->rows()) : 0;
+  std::vector<KVDestination::Frame> to;
+  reserve(iteration, block, n, to);
   const Tensor k2 = k.reshape({n, heads_, head_dim_}), v2 = v.reshape({n, heads_, head_dim_});
-  if (pin > 0) s.pinned->append(k2.slice(0, pin), v2.slice(0, pin));
-  if (pin < n) s.rest.append(k2.slice(pin, n), v2.slice(pin, n));
+  for (int64_t f = 0; f < n; ++f)
+    backend_->store_kv(k2.slice(f, f + 1), v2.slice(f, f + 1), to[f].k, to[f].v, dtype_);
+}
+
+void CameraCache::reserve(int iteration, int block, int64_t frames,
+                          std::vector<KVDestination::Frame>& out) {
+  LINGBOT_CHECK(frames >= 0, "CameraCache::reserve: a negative frame count");
+  Slot& s = slot(iteration, block);
+  // Rows join the pinned part only while it is short and nothing follows it.
+  const int64_t pin =
+      s.pinned && s.rest.rows() == 0 ? std::min(frames, limit_.pinned - s.pinned->rows()) : 0;
+  std::vector<KVStream::RowSpan> spans;
+  if (pin > 0) s.pinned->grow(pin, spans);
+  if (pin < frames) s.rest.grow(frames - pin, spans);
+  const size_t row = s.rest.row_bytes();
+  for (const KVStream::RowSpan& span : spans)
+    for (int64_t r = 0; r < span.rows; ++r)
+      out.push_back({span.k + r * row, span.v + r * row, nullptr});
 }
 
 void CameraCache::segments(int iteration, int block, std::vector<KVSegment>& out) const {

@@ -44,6 +44,9 @@ class CameraCache {
 
   // Appends k, v [frames, heads, head_dim] to slot (iteration, block).
   void append(int iteration, int block, const Tensor& k, const Tensor& v);
+  // Makes room for `frames` more rows in slot (iteration, block), held from now on, and adds
+  // each row's place to `out` (scales unset) for the work that computes them to write there.
+  void reserve(int iteration, int block, int64_t frames, std::vector<KVDestination::Frame>& out);
   // Appends the segments of slot (iteration, block) to `out`, oldest frame first.
   void segments(int iteration, int block, std::vector<KVSegment>& out) const;
 

@@ -21,9 +21,20 @@ void KVStream::append(const Tensor& k, const Tensor& v) {
   LINGBOT_CHECK(
       k.numel() == n * heads_ * head_dim_ && v.numel() == k.numel(),
       "KVStream::append: rows " + shape_str(k.shape()) + " do not match heads x head_dim");
-  Tensor k2 = k.reshape({n, heads_, head_dim_}), v2 = v.reshape({n, heads_, head_dim_});
+  const Tensor k2 = k.reshape({n, heads_, head_dim_}), v2 = v.reshape({n, heads_, head_dim_});
+  std::vector<RowSpan> spans;
+  grow(n, spans);
   int64_t done = 0;
-  while (done < n) {
+  for (const RowSpan& s : spans) {
+    backend_.store_kv(k2.slice(done, done + s.rows), v2.slice(done, done + s.rows), s.k, s.v,
+                      dtype_);
+    done += s.rows;
+  }
+}
+
+void KVStream::grow(int64_t n, std::vector<RowSpan>& out) {
+  LINGBOT_CHECK(n >= 0, "KVStream::grow by a negative count");
+  while (n > 0) {
     const int64_t pos = head_ + rows_;
     const int64_t chunk = pos / chunk_rows_, offset = pos % chunk_rows_;
     if (chunk == static_cast<int64_t>(chunks_.size())) {
@@ -35,12 +46,11 @@ void KVStream::append(const Tensor& k, const Tensor& v) {
                            backend_.alloc({chunk_rows_, heads_, head_dim_}, dtype_)});
       }
     }
-    const int64_t take = std::min(n - done, chunk_rows_ - offset);
+    const int64_t take = std::min(n, chunk_rows_ - offset);
     const size_t at = static_cast<size_t>(offset) * row_bytes();
-    backend_.store_kv(k2.slice(done, done + take), v2.slice(done, done + take),
-                      static_cast<char*>(chunks_[chunk].k.raw()) + at,
-                      static_cast<char*>(chunks_[chunk].v.raw()) + at, dtype_);
-    done += take;
+    out.push_back({static_cast<char*>(chunks_[chunk].k.raw()) + at,
+                   static_cast<char*>(chunks_[chunk].v.raw()) + at, take});
+    n -= take;
     rows_ += take;
   }
 }

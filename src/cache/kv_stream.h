@@ -17,11 +17,21 @@ namespace lingbot {
 
 class KVStream {
  public:
+  // Rows [.., + rows) of a stream lie contiguously from k and from v.
+  struct RowSpan {
+    char* k;
+    char* v;
+    int64_t rows;
+  };
+
   // row_elems = heads * head_dim; chunk_rows = rows per allocation.
   KVStream(Backend& backend, int64_t heads, int64_t head_dim, DType dtype, int64_t chunk_rows);
 
   // Appends k, v [n, heads, head_dim] (backend tensors, activation dtype).
   void append(const Tensor& k, const Tensor& v);
+  // Makes room for n more rows, held from now on, and adds where they lie to `out` (oldest
+  // first) for the caller to write before any work reads them.
+  void grow(int64_t n, std::vector<RowSpan>& out);
   // Drops rows past `rows` (rollback). Chunks stay allocated for reuse.
   void truncate(int64_t rows);
   // Forgets the `n` oldest rows.
@@ -36,6 +46,7 @@ class KVStream {
   size_t bytes_reserved() const {
     return (chunks_.size() + spare_.size()) * static_cast<size_t>(chunk_rows_) * row_bytes() * 2;
   }
+  size_t row_bytes() const { return static_cast<size_t>(heads_ * head_dim_) * dtype_size(dtype_); }
   // Bytes needed to hold `rows` rows (whole chunks), for memory preflight.
   size_t bytes_for(int64_t rows) const;
 
@@ -45,7 +56,6 @@ class KVStream {
   static int64_t chunks_for(int64_t appended, int64_t keep, int64_t step, int64_t chunk_rows);
 
  private:
-  size_t row_bytes() const { return static_cast<size_t>(heads_ * head_dim_) * dtype_size(dtype_); }
   struct Chunk {
     Tensor k, v;  // [chunk_rows, heads, head_dim]
   };

@@ -78,10 +78,25 @@ void PagedKVCache::evict_oldest() {
     const int64_t rows = cfg_.camera_only ? 1 : cfg_.special_tokens;
     // Eviction only runs on frames that are kept, so the dropped rows never need to come back.
     const int64_t cap = cfg_.max_special_frames * rows;
+    // The rows move as they are stored, every layer's in one launch.
+    std::vector<ByteRange> moves;
+    std::vector<KVStream::RowSpan> spans;
     for (int64_t l = 0; l < cfg_.layers; ++l) {
       if (cap > 0) streams_[l].drop_front(std::max<int64_t>(streams_[l].rows() + rows - cap, 0));
-      streams_[l].append(k_pool_[l][page].slice(0, rows), v_pool_[l][page].slice(0, rows));
+      spans.clear();
+      streams_[l].grow(rows, spans);
+      const size_t row = streams_[l].row_bytes();
+      const char* k = static_cast<const char*>(page_ptr(k_pool_[l], page));
+      const char* v = static_cast<const char*>(page_ptr(v_pool_[l], page));
+      for (const KVStream::RowSpan& s : spans) {
+        const size_t bytes = static_cast<size_t>(s.rows) * row;
+        moves.push_back({k, s.k, bytes});
+        moves.push_back({v, s.v, bytes});
+        k += bytes;
+        v += bytes;
+      }
     }
+    backend_.copy_ranges(moves);
   }
   free_.push_back(page);
 }

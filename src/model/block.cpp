@@ -100,14 +100,13 @@ BlockBuffers BlockBuffers::first_rows(int64_t m) const {
 void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend, const KVDestination* kv_into) {
   const int64_t m = x.dim(0);
-  b.layer_norm(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h);
-  b.linear(buf.h, w.qkv_w, &w.qkv_b, buf.qkv);
+  b.layer_norm_linear(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h, w.qkv_w, &w.qkv_b, buf.qkv);
   QKNorm norm{&w.q_norm_w, &w.q_norm_b, &w.k_norm_w, &w.k_norm_b, 1e-5f};
   b.split_qkv(buf.qkv, w.qk_norm ? &norm : nullptr, rope, buf.q, buf.k, buf.v, kv_into);
   attend(buf.q, buf.k, buf.v, buf.attn);
   b.linear_add(buf.attn.reshape({m, -1}), w.proj_w, &w.proj_b, x);
-  b.layer_norm(x, &w.norm2_w, &w.norm2_b, w.eps, buf.h);
-  b.linear(buf.h, w.fc1_w, &w.fc1_b, buf.hidden, Act::GELU);
+  b.layer_norm_linear(x, &w.norm2_w, &w.norm2_b, w.eps, buf.h, w.fc1_w, &w.fc1_b, buf.hidden,
+                      Act::GELU);
   b.linear_add(buf.hidden, w.fc2_w, &w.fc2_b, x);
 }
 

@@ -158,37 +158,45 @@ void CameraHead::modulate(Backend& be, const Tensor& mod) {
   for (int64_t f = 0; f < s.frames; ++f) apply(s.t[f], s.h[f], s.xhat[f], mod[f]);
 }
 
+void CameraHead::destinations(std::span<const CameraPart> parts, int iteration, int j,
+                              KVDestination& into) {
+  // A part that stores its frames gets their rows appended to its cache; the others' rows only
+  // live for this call, in k_store / v_store.
+  into.frames.clear();
+  into.rows_per_frame = 1;
+  into.dtype = parts[0].cache->dtype();
+  int64_t r = 0;
+  for (const CameraPart& p : parts) {
+    if (p.store) {
+      p.cache->reserve(iteration, j, p.frames, into.frames);
+    } else {
+      for (int64_t f = r; f < r + p.frames; ++f)
+        into.frames.push_back({s_->k_store[f].raw(), s_->v_store[f].raw(), nullptr});
+    }
+    r += p.frames;
+  }
+}
+
 AttendFn CameraHead::attend_through(Backend& be, std::span<const CameraPart> parts, int iteration,
                                     int j) {
-  return [this, &be, parts, iteration, j](const Tensor& q, const Tensor& k, const Tensor& v,
-                                          Tensor& out) {
-    // Keys are always [cached frames..., current frames]; a keyframe's rows become cached first.
-    // The current rows of parts that do not store them are read from a copy of this call's K/V
-    // (the block's buffers are overwritten by the next block).
-    const bool any_reads =
-        std::any_of(parts.begin(), parts.end(), [](const CameraPart& p) { return !p.store; });
-    if (any_reads) {
-      be.copy(k, s_->k_store);
-      be.copy(v, s_->v_store);
-    }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
-    int64_t r0 = 0;
-    for (const CameraPart& p : parts) {
-      const int64_t r1 = r0 + p.frames;
-      segs_.clear();
-      if (p.store) {
-        p.cache->append(iteration, j, k.slice(r0, r1), v.slice(r0, r1));
-        p.cache->segments(iteration, j, segs_);
-      } else {
-        p.cache->segments(iteration, j, segs_);
-        segs_.push_back(
-            {s_->k_store[r0].raw(), s_->v_store[r0].raw(), static_cast<int32_t>(p.frames)});
-      }
-      Tensor o = out.slice(r0, r1);
-      be.attention(q.slice(r0, r1), segs_, scale, o);
-      r0 = r1;
-    }
-  };
+  return
+      [this, &be, parts, iteration, j](const Tensor& q, const Tensor&, const Tensor&, Tensor& out) {
+        // Keys are always [cached frames..., current frames]: split_qkv has written the current
+        // rows into the cache (their place reserved by destinations) or into k_store / v_store.
+        const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+        int64_t r0 = 0;
+        for (const CameraPart& p : parts) {
+          const int64_t r1 = r0 + p.frames;
+          segs_.clear();
+          p.cache->segments(iteration, j, segs_);
+          if (!p.store)
+            segs_.push_back(
+                {s_->k_store[r0].raw(), s_->v_store[r0].raw(), static_cast<int32_t>(p.frames)});
+          Tensor o = out.slice(r0, r1);
+          be.attention(q.slice(r0, r1), segs_, scale, o);
+          r0 = r1;
+        }
+      };
 }
 
 Tensor CameraHead::run(Backend& be, const Tensor& camera_tokens, CameraCache& cache, bool store,
@@ -246,11 +254,13 @@ const Tensor& CameraHead::enqueue(Backend& be, const Tensor& camera_tokens,
       be.linear(s.m, w_.mod_w, &w_.mod_b, s.mod);
       modulate(be, s.mod);
     }
-    for (int64_t j = 0; j < cfg_.depth; ++j)
+    for (int64_t j = 0; j < cfg_.depth; ++j) {
+      destinations(parts, i, static_cast<int>(j), into_);
       enqueue_block(be, w_.trunk[j], s.h, s.block, nullptr,
-                    attend_through(be, parts, i, static_cast<int>(j)));
-    be.layer_norm(s.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s.n);
-    be.linear(s.n, w_.branch_fc1_w, &w_.branch_fc1_b, s.branch, Act::GELU);
+                    attend_through(be, parts, i, static_cast<int>(j)), &into_);
+    }
+    be.layer_norm_linear(s.h, &w_.trunk_norm_w, &w_.trunk_norm_b, kNormEps, s.n, w_.branch_fc1_w,
+                         &w_.branch_fc1_b, s.branch, Act::GELU);
     // The first iteration's update is the pose; later ones add to it.
     if (i == 0)
       be.linear(s.branch, w_.branch_fc2_w, &w_.branch_fc2_b, s.pose);

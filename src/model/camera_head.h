@@ -103,8 +103,11 @@ class CameraHead {
   // batches of several sequences vary in size from step to step, and a buffer the side queue
   // may still be reading is never freed under it. Each is small (about 0.2 MB a row).
   void ensure_scratch(Backend& be, int64_t frames, DType cache_dtype);
-  // The attention of trunk block j in `iteration`: each part through its cache, appending its
-  // frames' K/V first when it stores them.
+  // Where trunk block j of `iteration` writes its frames' K/V: a part that stores them appends
+  // them to its cache, the others' go to k_store / v_store.
+  void destinations(std::span<const CameraPart> parts, int iteration, int j, KVDestination& into);
+  // The attention of trunk block j in `iteration`: each part through its cache (and, when it
+  // does not store them, its current frames' K/V).
   AttendFn attend_through(Backend& be, std::span<const CameraPart> parts, int iteration, int j);
   // h = gate ⊙ (adaln_norm(xhat) ⊙ (1 + scale) + shift) + xhat, mod [1 or S, 3 dim] holding
   // shift, 1 + scale and gate.
@@ -116,6 +119,7 @@ class CameraHead {
   std::map<std::pair<int64_t, DType>, Scratch> scratch_;
   Scratch* s_ = nullptr;
   std::vector<KVSegment> segs_;
+  KVDestination into_;
 };
 
 }  // namespace lingbot

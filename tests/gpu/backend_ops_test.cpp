@@ -166,6 +166,40 @@ TEST(GpuOps, UploadDownloadRoundTrips) {
   EXPECT_EQ(gpu().download(empty).numel(), 0);
 }
 
+// copy_ranges moves bytes as they are: ranges of any length at any byte offset (the 16-byte path
+// and the byte path), more than one launch holds, a zero-length one; everything outside the
+// ranges keeps its poison. Checked byte for byte against the same copies on the host.
+TEST(GpuOps, CopyRangesMovesEveryRangeAndNothingElse) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  const int64_t floats = 1 << 18;
+  const size_t total = floats * sizeof(float);
+  Tensor src = gpu().upload(rng.tensor({floats}), DType::F32);
+  Tensor dst = poisoned({floats}, DType::F32);
+  Tensor want = gpu().download(src), have = gpu().download(dst);
+  std::vector<char> expect(total);
+  std::memcpy(expect.data(), have.raw(), total);
+  std::vector<ByteRange> ranges;
+  // Disjoint destinations: range i writes [i * slot, i * slot + bytes) with some offset.
+  const size_t slot = total / 160 / 64 * 64;
+  std::mt19937 pick(7);
+  for (int i = 0; i < 150; ++i) {
+    // Every fourth range is a cache row's 6144 bytes with both ends 16-byte aligned.
+    const bool row = i % 4 == 0;
+    const size_t bytes = i == 3 ? 0 : (row ? 6144 : pick() % (slot - 64));
+    const size_t to = i * slot + (row ? 16 : pick() % 32);
+    const size_t from = row ? pick() % ((total - bytes) / 16) * 16 : pick() % (total - bytes);
+    ranges.push_back(
+        {static_cast<const char*>(src.raw()) + from, static_cast<char*>(dst.raw()) + to, bytes});
+    std::memcpy(expect.data() + to, static_cast<const char*>(want.raw()) + from, bytes);
+  }
+  gpu().copy_ranges(ranges);
+  const Tensor got = gpu().download(dst);
+  EXPECT_EQ(std::memcmp(got.raw(), expect.data(), total), 0);
+  gpu().copy_ranges({});  // nothing to do
+}
+
 TEST(GpuOps, CopyConvertsAndFillWrites) {
   REQUIRE_GPU();
   Rng rng;
@@ -309,6 +343,47 @@ TEST(GpuOps, FewRowLinearMatchesCpu) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// layer_norm_linear on a few rows folds the norm into the GEMV: its output must be the bytes of
+// layer_norm then linear (the same statistics and rounding by construction), at both row widths,
+// with and without the norm's weight and bias, odd output counts; more rows take the two ops.
+// Against the CPU: the norm in F32, rounded to bf16 for the bf16 weights.
+TEST(GpuOps, LayerNormLinearFoldsTheNormIntoFewRows) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  for (int64_t m : {1, 2, 3, 4, 5}) {
+    for (int64_t k : {1024, 2048}) {
+      for (int variant = 0; variant < 3; ++variant) {  // affine + bias + GELU, affine, neither
+        const int64_t n = variant == 2 ? 7 : 1003;
+        const bool affine = variant < 2, bias = variant == 0;
+        const Act act = variant == 0 ? Act::GELU : Act::None;
+        SCOPED_TRACE("m=" + std::to_string(m) + " k=" + std::to_string(k) +
+                     " variant=" + std::to_string(variant));
+        const Tensor x = rng.tensor({m, k}, -2.f, 6.f);  // rows with a mean well off zero
+        const Tensor g = rng.tensor({k}, .5f, 1.5f), h = rng.tensor({k});
+        const Tensor w = round_bf16(rng.tensor({n, k}, -.2f, .2f)), b = rng.tensor({n});
+        Tensor gx = gpu().upload(x, DType::F32), gw = gpu().upload(w, DType::BF16);
+        Tensor gg = gpu().upload(g, DType::F32), gh = gpu().upload(h, DType::F32);
+        Tensor gb = gpu().upload(b, DType::F32);
+        const Tensor* pg = affine ? &gg : nullptr;
+        const Tensor* ph = affine ? &gh : nullptr;
+        const Tensor* pb = bias ? &gb : nullptr;
+        Tensor normed = poisoned({m, k}, DType::F32), two = poisoned({m, n}, DType::F32);
+        gpu().layer_norm(gx, pg, ph, 1e-5f, normed);
+        gpu().linear(normed, gw, pb, two, act);
+        Tensor scratch = poisoned({m, k}, DType::F32), one = poisoned({m, n}, DType::F32);
+        gpu().layer_norm_linear(gx, pg, ph, 1e-5f, scratch, gw, pb, one, act);
+        const Tensor a = gpu().download(one), c = gpu().download(two);
+        EXPECT_EQ(std::memcmp(a.raw(), c.raw(), a.nbytes()), 0);
+        Tensor hn = Tensor::zeros({m, k}), want = Tensor::zeros({m, n});
+        cpu().layer_norm(x, affine ? &g : nullptr, affine ? &h : nullptr, 1e-5f, hn);
+        cpu().linear(round_bf16(hn), w, bias ? &b : nullptr, want, act);
+        EXPECT_LT(rel_err(one, want), kTolBF16);
       }
     }
   }

@@ -37,6 +37,7 @@ class CountingBackend final : public Backend {
   bool handles(DType t) const override { return t == DType::F32; }
   void do_copy(const Tensor& s, Tensor& d) override { cpu_->copy(s, d); }
   void do_fill(Tensor& t, float v) override { cpu_->fill(t, v); }
+  void do_copy_ranges(const std::vector<ByteRange>& r) override { cpu_->copy_ranges(r); }
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act a) override {
     cpu_->linear(x, w, b, y, a);
   }

@@ -253,6 +253,44 @@ TEST(KVStream, ChunksForMatchesASimulatedStream) {
       }
 }
 
+// grow() hands out each new row once, in order, in pieces that never cross a chunk, and the
+// stream holds them at once; dropped rows' chunks come back for later rows.
+TEST(KVStream, GrowHandsOutEachRowOnceWithinChunks) {
+  auto backend = make_cpu_backend(1);
+  KVStream s(*backend, 1, 2, DType::F32, 4);
+  std::vector<KVStream::RowSpan> spans;
+  s.grow(3, spans);
+  s.grow(7, spans);
+  ASSERT_EQ(s.rows(), 10);
+  int64_t rows = 0;
+  for (const KVStream::RowSpan& sp : spans) {
+    ASSERT_GT(sp.rows, 0);
+    for (int64_t r = 0; r < sp.rows; ++r, ++rows) {
+      float* k = reinterpret_cast<float*>(sp.k + r * s.row_bytes());
+      float* v = reinterpret_cast<float*>(sp.v + r * s.row_bytes());
+      k[0] = k[1] = static_cast<float>(rows);
+      v[0] = v[1] = -static_cast<float>(rows);
+    }
+  }
+  EXPECT_EQ(rows, 10);
+  EXPECT_EQ(spans.size(), 4u);  // 3 | 1 + 4 + 2: the second call crosses two chunk boundaries
+  std::vector<KVSegment> segs;
+  s.segments(segs);
+  int64_t seen = 0;
+  for (const KVSegment& g : segs)
+    for (int r = 0; r < g.tokens; ++r, ++seen) {
+      EXPECT_EQ(static_cast<const float*>(g.k)[2 * r], static_cast<float>(seen));
+      EXPECT_EQ(static_cast<const float*>(g.v)[2 * r + 1], -static_cast<float>(seen));
+    }
+  EXPECT_EQ(seen, 10);
+  const size_t reserved = s.bytes_reserved();
+  s.drop_front(8);
+  spans.clear();
+  s.grow(6, spans);  // the two freed chunks take these rows
+  EXPECT_EQ(s.rows(), 8);
+  EXPECT_EQ(s.bytes_reserved(), reserved);
+}
+
 TEST(PagedKV, EvictsOldestWindowFrameBeforeAKeyframeAttends) {
   auto backend = make_cpu_backend(1);
   PagedKVCache cache(*backend, small_config(2, 3));

@@ -81,6 +81,9 @@ class CpuBackend final : public Backend {
     }
   }
   void do_fill(Tensor& t, float value) override { std::fill_n(t.f32(), t.numel(), value); }
+  void do_copy_ranges(const std::vector<ByteRange>& ranges) override {
+    for (const ByteRange& r : ranges) std::memcpy(r.dst, r.src, r.bytes);
+  }
 
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;

@@ -80,11 +80,13 @@ class Scratch {
 };
 
 // One streaming step (Backend::begin_step .. end_step). Host data the step's kernels read
-// (attention segment tables, rope tables) is staged in pinned blocks that stay untouched until
-// the step has run on the device, so the same copies can be replayed. With recording on, the
-// step is captured as a CUDA graph and launched: the first time instantiated, afterwards the
-// executable graph is updated in place (same kernels, new arguments), re-instantiated only when
-// the sequence of kernels changed. Two arenas alternate, as the host prepares one step ahead.
+// (the frame, attention segment tables, rope tables) is staged in pinned blocks that stay
+// untouched until the step has run on the device. With recording on, the step is captured as a
+// CUDA graph and launched: the first time instantiated, afterwards the executable graph is
+// updated in place (same kernels, new arguments), re-instantiated only when the sequence of
+// kernels changed; its staged bytes go up just before, one copy a block on a queue of their own,
+// instead of a copy node (and a gap) each inside the graph. Two arenas alternate, as the host
+// prepares one step ahead.
 class StepRecorder {
  public:
   ~StepRecorder();
@@ -115,7 +117,10 @@ class StepRecorder {
     cudaGraphExec_t exec = nullptr;
   };
   void flush_deferred(cudaStream_t stream);
+  void upload_staged(const Arena& a, cudaStream_t stream);
   Arena arenas_[2];
+  cudaStream_t copies_ = nullptr;  // the staged bytes' queue, and its event for the step
+  cudaEvent_t staged_ = nullptr;
   int arena_ = 0;
   bool active_ = false, capturing_ = false;
   int64_t allocations_ = 0;
@@ -211,6 +216,7 @@ void quantize_fp8(const void* src, Elt t, void* dst, int64_t n, int heads, int d
 // ---- elementwise.cu --------------------------------------------------------------------------
 void convert(const void* src, Elt st, void* dst, Elt dt, int64_t n, cudaStream_t s);
 void fill(void* dst, Elt dt, int64_t n, float value, cudaStream_t s);
+void copy_ranges(const ByteRange* ranges, size_t n, cudaStream_t s);
 // y[m, n] = act(y + bias[n]) in place; bias may be null.
 void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, Act act,
               cudaStream_t s);
@@ -369,8 +375,18 @@ bool gemm(Context& ctx, const GemmArgs& g);
 // first, as the GEMM path does), x F32 or BF16, bias and y any float dtype, the activation exact
 // (erf GELU). Returns false, having queued nothing, where it does not apply (more rows, k not a
 // multiple of 8, pointers not 16-byte aligned, other dtypes, LINGBOT_GEMV=0).
+// With `norm` the input is LayerNorm(x) over each row (weight and bias optional), bit for bit
+// what layer_norm() writes, for F32 rows of 1024 or 2048 into bf16 weights only.
 constexpr int64_t kGemvMaxRows = 4;
+struct RowNorm {
+  const void* w = nullptr;
+  Elt wt = kF32;
+  const void* b = nullptr;
+  Elt bt = kF32;
+  float eps = 0.f;
+};
 bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
-          int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s);
+          int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s,
+          const RowNorm* norm = nullptr);
 
 }  // namespace lingbot::cuda

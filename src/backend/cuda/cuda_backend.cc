@@ -116,15 +116,16 @@ class CudaBackend final : public Backend {
 
   void do_upload_into(const Tensor& host, Tensor& dst) override {
     if (host.numel() == 0) return;
-    // A recorded copy reads the host memory when the graph runs, which needs pinned memory;
-    // pageable memory (alloc_host's fallback) goes through the step's staging instead.
+    // Inside a step the bytes go through its staging, which a recorded step uploads before its
+    // graph runs, beside the step before (the frame: ~2 MB that would otherwise cross with the
+    // device idle); pinned memory outside a recording is copied as it is.
     cudaPointerAttributes attr{};
     const bool pinned = cudaPointerGetAttributes(&attr, host.raw()) == cudaSuccess &&
                         attr.type == cudaMemoryTypeHost;
     if (!pinned) cudaGetLastError();
     const void* src = host.raw();
     cudaMemcpyKind kind = cudaMemcpyHostToDevice;
-    if (!pinned && ctx_->step.active()) {
+    if (ctx_->step.active() && (!pinned || ctx_->step.capturing())) {
       src = ctx_->step.stage(host.raw(), host.nbytes(), s());
       kind = cudaMemcpyDeviceToDevice;
     }
@@ -233,6 +234,10 @@ class CudaBackend final : public Backend {
     cuda::fill(t.raw(), elt_of(t.dtype(), "fill"), t.numel(), value, s());
   }
 
+  void do_copy_ranges(const std::vector<ByteRange>& ranges) override {
+    cuda::copy_ranges(ranges.data(), ranges.size(), s());
+  }
+
   void download_into(const Tensor& t, float* host) override {
     if (t.device() != Device::CUDA || t.dtype() != DType::F32) {
       Backend::download_into(t, host);
@@ -316,6 +321,26 @@ class CudaBackend final : public Backend {
   }
   void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
     matmul(x, w, b, y, Act::None, true);
+  }
+
+  // A few F32 rows into bf16 weights: the GEMV normalizes them itself, one launch instead of two.
+  void do_layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b, float eps,
+                            Tensor& normed, const Tensor& w, const Tensor* b, Tensor& y,
+                            Act act) override {
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {
+      cuda::RowNorm rn;
+      rn.w = norm_w ? norm_w->raw() : nullptr;
+      rn.wt = norm_w ? elt_of(norm_w->dtype(), "layer_norm weight") : kF32;
+      rn.b = norm_b ? norm_b->raw() : nullptr;
+      rn.bt = norm_b ? elt_of(norm_b->dtype(), "layer_norm bias") : kF32;
+      rn.eps = eps;
+      const Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
+      if (cuda::gemv(x.raw(), kF32, w.raw(), kBF16, b ? b->raw() : nullptr, bt, y.raw(),
+                     elt_of(y.dtype(), "linear output"), m, n, k, act, false, s(), &rn))
+        return;
+    }
+    Backend::do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, b, y, act);
   }
 
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,

@@ -162,6 +162,69 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Eight consecutive elements of a vector whose dtype is known at run time (16-byte aligned).
+__device__ __forceinline__ void load8(const void* p, Elt t, int64_t i, float (&x)[8]) {
+  switch (t) {
+    case kF32:
+      load_vec<8>(static_cast<const float*>(p) + i, x);
+      break;
+    case kBF16:
+      load_vec<8>(static_cast<const __nv_bfloat16*>(p) + i, x);
+      break;
+    default:
+      load_vec<8>(static_cast<const __half*>(p) + i, x);
+      break;
+  }
+}
+
+// LayerNorm of one row of 32 * kPer elements by one warp, as every kernel that normalizes such
+// rows computes it, so that they agree to the bit: lane l holds elements 8 (32 c + l) + 0..7 of
+// chunk c, read once in 16-byte pieces; the mean, then the centred variance, both warp sums.
+template <int kPer, class X>
+__device__ __forceinline__ void warp_row_stats(const X* row, float eps, float (&v)[kPer / 8][8],
+                                               float& mean, float& rstd) {
+  constexpr int kChunks = kPer / 8, kN = 32 * kPer;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) load_vec<8>(row + 8 * (32 * c + lane), v[c]);
+  float s = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += v[c][k];
+  mean = warp_sum(s) / static_cast<float>(kN);
+  float q = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float d = v[c][k] - mean;
+      q += d * d;
+    }
+  rstd = rsqrtf(warp_sum(q) / static_cast<float>(kN) + eps);
+}
+
+// Elements i..i + 7 of a normalized row: (x - mean) * rstd, times the weight and plus the bias
+// where given. Rounded operation by operation (the weight and bias as one fma), so that every
+// kernel normalizing with it gets the same bits whatever the compiler would contract.
+__device__ __forceinline__ void normalize8(const float (&x)[8], float mean, float rstd,
+                                           const void* w, Elt wt, const void* b, Elt bt, int64_t i,
+                                           float (&o)[8]) {
+  float g[8], h[8];
+  if (w) load8(w, wt, i, g);
+  if (b) load8(b, bt, i, h);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    o[k] = __fmul_rn(__fsub_rn(x[k], mean), rstd);
+    if (w && b)
+      o[k] = __fmaf_rn(o[k], g[k], h[k]);
+    else if (w)
+      o[k] = __fmul_rn(o[k], g[k]);
+    else if (b)
+      o[k] = __fadd_rn(o[k], h[k]);
+  }
+}
+
 // Sum over the block; every thread gets the result. `red` needs blockDim.x / 32 floats.
 __device__ __forceinline__ float block_sum(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;

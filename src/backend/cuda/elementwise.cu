@@ -1,6 +1,8 @@
 // Memory-bound ops: dtype conversion, fill, bias/activation, LayerNorm, residual add, concat and
 // transpose. Each is a few MB per call at our shapes, so launch count matters more than peak
 // bandwidth; kernels are grid-stride and dtype-templated on the big tensors only.
+#include <algorithm>
+
 #include "backend/cuda/device_utils.cuh"
 
 namespace lingbot::cuda {
@@ -23,6 +25,33 @@ __global__ void fill_kernel(T* __restrict__ dst, int64_t n, float v) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = tv;
+}
+
+// Ranges of one copy_ranges launch, passed by value as the kernel's parameters.
+struct RangeBatch {
+  static constexpr int kMax = 64;
+  const char* src[kMax];
+  char* dst[kMax];
+  size_t bytes[kMax];
+};
+
+// Range blockIdx.y, split over gridDim.x blocks: 16 bytes a thread where both ends and the length
+// allow it (the cache's rows always do), bytes otherwise.
+__global__ void copy_ranges_kernel(RangeBatch b) {
+  await_inputs();
+  const int r = blockIdx.y;
+  const char* src = b.src[r];
+  char* dst = b.dst[r];
+  const size_t n = b.bytes[r];
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  if (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) | n) & 15) == 0) {
+    const int4* s4 = reinterpret_cast<const int4*>(src);
+    int4* d4 = reinterpret_cast<int4*>(dst);
+    for (size_t i = first; i < n / 16; i += stride) d4[i] = s4[i];
+  } else {
+    for (size_t i = first; i < n; i += stride) dst[i] = src[i];
+  }
 }
 
 // I: the index type. 32-bit when the tensor allows it: the modulo by the row length is a
@@ -98,25 +127,10 @@ __global__ void layer_norm_kernel(const X* __restrict__ x, const void* __restric
   }
 }
 
-// Eight consecutive elements of a vector whose dtype is known at run time (16-byte aligned).
-__device__ __forceinline__ void load8(const void* p, Elt t, int64_t i, float (&x)[8]) {
-  switch (t) {
-    case kF32:
-      load_vec<8>(static_cast<const float*>(p) + i, x);
-      break;
-    case kBF16:
-      load_vec<8>(static_cast<const __nv_bfloat16*>(p) + i, x);
-      break;
-    default:
-      load_vec<8>(static_cast<const __half*>(p) + i, x);
-      break;
-  }
-}
-
 // One warp per row of 32 * kPer elements (the transformer's 1024 and the heads' 2048), four rows
-// a block: the row is read once in 16-byte pieces (lane l holds elements 8 (32 c + l) + 0..7 of
-// chunk c), both sums are warp shuffles, and no block barrier stands between the passes.
-// Launch-bound rows of a few KB spend their time in those barriers in the block-per-row form.
+// a block: the row is read once in 16-byte pieces, both sums are warp shuffles, and no block
+// barrier stands between the passes (warp_row_stats). Launch-bound rows of a few KB spend their
+// time in those barriers in the block-per-row form.
 template <class X, class Y, int kPer>
 __global__ void __launch_bounds__(128)
     layer_norm_warp_kernel(const X* __restrict__ x, const void* __restrict__ w, Elt wt,
@@ -127,39 +141,14 @@ __global__ void __launch_bounds__(128)
   const int64_t row = blockIdx.x * 4LL + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
-  const X* in = x + row * kN;
-  Y* out = y + row * kN;
-  float v[kChunks][8];
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) load_vec<8>(in + 8 * (32 * c + lane), v[c]);
-  float s = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-    for (int k = 0; k < 8; ++k) s += v[c][k];
-  const float mean = warp_sum(s) / static_cast<float>(kN);
-  float q = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float d = v[c][k] - mean;
-      q += d * d;
-    }
-  const float r = rsqrtf(warp_sum(q) / static_cast<float>(kN) + eps);
+  float v[kChunks][8], mean, rstd;
+  warp_row_stats<kPer>(x + row * kN, eps, v, mean, rstd);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int64_t i = 8 * (32 * c + lane);
-    float o[8], g[8], h[8];
-    if (w) load8(w, wt, i, g);
-    if (b) load8(b, bt, i, h);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      o[k] = (v[c][k] - mean) * r;
-      if (w) o[k] *= g[k];
-      if (b) o[k] += h[k];
-    }
-    store_vec<8>(out + i, o);
+    float o[8];
+    normalize8(v[c], mean, rstd, w, wt, b, bt, i, o);
+    store_vec<8>(y + row * kN + i, o);
   }
 }
 
@@ -244,6 +233,24 @@ void fill(void* dst, Elt dt, int64_t n, float value, cudaStream_t s) {
     launch_kernel(fill_kernel<T>, grid_for(n, kThreads), kThreads, 0, s, static_cast<T*>(dst), n,
                   value);
   });
+}
+
+void copy_ranges(const ByteRange* ranges, size_t n, cudaStream_t s) {
+  for (size_t at = 0; at < n; at += RangeBatch::kMax) {
+    RangeBatch b{};
+    const int count = static_cast<int>(std::min<size_t>(n - at, RangeBatch::kMax));
+    size_t most = 0;
+    for (int i = 0; i < count; ++i) {
+      b.src[i] = static_cast<const char*>(ranges[at + i].src);
+      b.dst[i] = static_cast<char*>(ranges[at + i].dst);
+      b.bytes[i] = ranges[at + i].bytes;
+      most = std::max(most, b.bytes[i]);
+    }
+    if (most == 0) continue;
+    // A block moves 4 KB a pass; up to 64 blocks a range.
+    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((most + 4095) / 4096, 64));
+    launch_kernel(copy_ranges_kernel, dim3(blocks, count), kThreads, 0, s, b);
+  }
 }
 
 void bias_act(void* y, Elt yt, const void* bias, Elt bt, int64_t m, int64_t n, Act act,

@@ -32,9 +32,17 @@ __device__ __forceinline__ void unpack(const uint4& v, float (&f)[4]) {
   f[3] = __uint_as_float(v.w);
 }
 
-// E consecutive inputs as floats, rounded to W's precision as the GEMM path rounds them (an F32
-// activation into bf16 weights is converted to bf16 first).
+// An F32 input into bf16 weights is rounded to bf16 first, as the GEMM path converts it.
 template <class W, class X, int E>
+__device__ __forceinline__ void round_x(float (&f)[E]) {
+  if constexpr (sizeof(W) == 2 && sizeof(X) == 4) {
+#pragma unroll
+    for (int i = 0; i < E; ++i) f[i] = __bfloat162float(__float2bfloat16_rn(f[i]));
+  }
+}
+
+// E consecutive inputs as floats, as they are.
+template <class X, int E>
 __device__ __forceinline__ void load_x(const X* p, float (&f)[E]) {
   if constexpr (sizeof(X) == 4) {
 #pragma unroll
@@ -56,10 +64,6 @@ __device__ __forceinline__ void load_x(const X* p, float (&f)[E]) {
     f[2] = b.x;
     f[3] = b.y;
   }
-  if constexpr (sizeof(W) == 2 && sizeof(X) == 4) {
-#pragma unroll
-    for (int i = 0; i < E; ++i) f[i] = __bfloat162float(__float2bfloat16_rn(f[i]));
-  }
 }
 
 struct GemvParams {
@@ -72,18 +76,36 @@ struct GemvParams {
   Elt bias_t, y_t;
   Act act;
   bool accumulate;
+  RowNorm norm;  // with kNorm: x's rows are LayerNorm'd on the way in
 };
 
 // Block b computes rows [b * kRows, b * kRows + kRows) of w for all M rows of x; its threads
 // split K in 16-byte chunks (one chunk per thread per row at K = 2048 bf16), then the block sums.
-// X is F32 or BF16, W F32 or BF16; M is the number of input rows, 1..4.
-template <class W, class X, int M>
+// X is F32 or BF16, W F32 or BF16; M is the number of input rows, 1..4. kNorm > 0 (F32 rows of
+// K = 32 kNorm, bf16 weights): the input is LayerNorm(x) as the LayerNorm kernel writes it, its
+// statistics found by the block's first M warps (warp_row_stats, a few KB of x per block), so
+// the camera head's norms need no launch of their own.
+template <class W, class X, int M, int kNorm>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
   await_inputs();
   constexpr int E = 16 / sizeof(W);  // weights per 16-byte load
+  static_assert(kNorm == 0 || (E == 8 && sizeof(X) == 4), "LayerNorm'd inputs: F32 into bf16");
   const W* w = static_cast<const W*>(p.w);
   const X* x = static_cast<const X*>(p.x);
   const int row0 = blockIdx.x * kRows;
+  __shared__ float stats[M][2];
+  if constexpr (kNorm > 0) {
+    const int warp = threadIdx.x >> 5;
+    if (warp < M) {
+      float v[kNorm / 8][8], mean, rstd;
+      warp_row_stats<kNorm>(x + warp * p.k, p.norm.eps, v, mean, rstd);
+      if ((threadIdx.x & 31) == 0) {
+        stats[warp][0] = mean;
+        stats[warp][1] = rstd;
+      }
+    }
+    __syncthreads();
+  }
   const int64_t chunks = p.k / E;
   float acc[kRows][M];
 #pragma unroll
@@ -101,7 +123,17 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     }
     float xv[M][E];
 #pragma unroll
-    for (int i = 0; i < M; ++i) load_x<W, X, E>(x + i * p.k + c * E, xv[i]);
+    for (int i = 0; i < M; ++i) {
+      load_x<X, E>(x + i * p.k + c * E, xv[i]);
+      if constexpr (kNorm > 0) {
+        float raw[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) raw[e] = xv[i][e];
+        normalize8(raw, stats[i][0], stats[i][1], p.norm.w, p.norm.wt, p.norm.b, p.norm.bt, c * E,
+                   xv[i]);
+      }
+      round_x<W, X, E>(xv[i]);
+    }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float wf[E];
@@ -137,21 +169,21 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
   store_elt(p.y, p.y_t, o, v);
 }
 
-template <class W, class X>
+template <class W, class X, int kNorm = 0>
 void launch(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>((p.n + kRows - 1) / kRows);
   switch (p.m) {
     case 1:
-      launch_kernel(gemv_kernel<W, X, 1>, grid, kThreads, 0, s, p);
+      launch_kernel(gemv_kernel<W, X, 1, kNorm>, grid, kThreads, 0, s, p);
       break;
     case 2:
-      launch_kernel(gemv_kernel<W, X, 2>, grid, kThreads, 0, s, p);
+      launch_kernel(gemv_kernel<W, X, 2, kNorm>, grid, kThreads, 0, s, p);
       break;
     case 3:
-      launch_kernel(gemv_kernel<W, X, 3>, grid, kThreads, 0, s, p);
+      launch_kernel(gemv_kernel<W, X, 3, kNorm>, grid, kThreads, 0, s, p);
       break;
     default:
-      launch_kernel(gemv_kernel<W, X, 4>, grid, kThreads, 0, s, p);
+      launch_kernel(gemv_kernel<W, X, 4, kNorm>, grid, kThreads, 0, s, p);
       break;
   }
 }
@@ -171,13 +203,33 @@ bool gemv_disabled() {
 }
 
 bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
-          int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s) {
+          int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s,
+          const RowNorm* norm) {
   if (gemv_disabled() || m < 1 || m > kGemvMaxRows || n < 1 || n > (1 << 30)) return false;
   if ((wt != kF32 && wt != kBF16) || (xt != kF32 && xt != kBF16)) return false;
   // Whole 16-byte loads of every row of w and x.
   const int64_t per_load = wt == kF32 ? 4 : 8;
   if (k % per_load != 0 || k % 8 != 0 || !aligned16(w) || !aligned16(x)) return false;
-  GemvParams p{w, x, bias, y, k, static_cast<int>(n), static_cast<int>(m), bt, yt, act, accumulate};
+  GemvParams p{w,
+               x,
+               bias,
+               y,
+               k,
+               static_cast<int>(n),
+               static_cast<int>(m),
+               bt,
+               yt,
+               act,
+               accumulate,
+               norm ? *norm : RowNorm{}};
+  if (norm) {
+    // The LayerNorm kernel's rows: F32 of 1024 or 2048, its vectors 16-byte aligned.
+    if (xt != kF32 || wt != kBF16 || (k != 1024 && k != 2048) || (norm->w && !aligned16(norm->w)) ||
+        (norm->b && !aligned16(norm->b)))
+      return false;
+    k == 1024 ? launch<__nv_bfloat16, float, 32>(p, s) : launch<__nv_bfloat16, float, 64>(p, s);
+    return true;
+  }
   if (wt == kBF16)
     xt == kF32 ? launch<__nv_bfloat16, float>(p, s) : launch<__nv_bfloat16, __nv_bfloat16>(p, s);
   else

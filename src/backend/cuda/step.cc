@@ -24,6 +24,11 @@ StepRecorder::~StepRecorder() {
     if (a.done) cudaEventDestroy(a.done);
   }
   for (void* p : deferred_) cudaFree(p);
+  if (copies_) {
+    cudaStreamSynchronize(copies_);
+    cudaStreamDestroy(copies_);
+    cudaEventDestroy(staged_);
+  }
 }
 
 void StepRecorder::begin(cudaStream_t stream, bool record) {
@@ -70,8 +75,28 @@ void* StepRecorder::stage(const void* data, size_t bytes, cudaStream_t stream) {
   char* d = it->dev + it->used;
   it->used += need;
   std::memcpy(h, data, bytes);
-  LB_CUDA(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
+  // A recorded step's bytes go up before its graph runs (end), all in one copy a block.
+  if (!capturing_) LB_CUDA(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
   return d;
+}
+
+void StepRecorder::upload_staged(const Arena& a, cudaStream_t stream) {
+  // On a queue of their own the copies cross while the device still runs the step before (the
+  // host records a step ahead); the arena's device blocks are free, as begin() waited for the
+  // step before last, which read them.
+  if (!copies_) {
+    LB_CUDA(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
+    LB_CUDA(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+  }
+  bool any = false;
+  for (const Block& b : a.blocks) {
+    if (b.used == 0) continue;
+    LB_CUDA(cudaMemcpyAsync(b.dev, b.host, b.used, cudaMemcpyHostToDevice, copies_));
+    any = true;
+  }
+  if (!any) return;
+  LB_CUDA(cudaEventRecord(staged_, copies_));
+  LB_CUDA(cudaStreamWaitEvent(stream, staged_, 0));
 }
 
 void StepRecorder::note_allocation(size_t bytes) {
@@ -126,6 +151,7 @@ void StepRecorder::end(cudaStream_t stream) {
       ++counters_.instantiated;
     }
     cudaGraphDestroy(graph);
+    upload_staged(a, stream);
     LB_CUDA(cudaGraphLaunch(a.exec, stream));
     // A line for each step that allocated or instantiated its graph (the slow kinds) and every
     // 50th, with its host time, to match against per-step times.
