@@ -205,8 +205,8 @@ __device__ __forceinline__ void warp_row_stats(const X* row, float eps, float (&
 }
 
 // Elements i..i + 7 of a normalized row: (x - mean) * rstd, times the weight and plus the bias
-// where given. Rounded operation by operation (the weight and bias as one fma), so that every
-// kernel normalizing with it gets the same bits whatever the compiler would contract.
+// where given. Rounded operation by operation, never contracted into an fma, so that every kernel
+// normalizing with it gets the same bits (those the LayerNorm kernel has always written).
 __device__ __forceinline__ void normalize8(const float (&x)[8], float mean, float rstd,
                                            const void* w, Elt wt, const void* b, Elt bt, int64_t i,
                                            float (&o)[8]) {
@@ -216,12 +216,8 @@ __device__ __forceinline__ void normalize8(const float (&x)[8], float mean, floa
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     o[k] = __fmul_rn(__fsub_rn(x[k], mean), rstd);
-    if (w && b)
-      o[k] = __fmaf_rn(o[k], g[k], h[k]);
-    else if (w)
-      o[k] = __fmul_rn(o[k], g[k]);
-    else if (b)
-      o[k] = __fadd_rn(o[k], h[k]);
+    if (w) o[k] = __fmul_rn(o[k], g[k]);
+    if (b) o[k] = __fadd_rn(o[k], h[k]);
   }
 }
 
