@@ -302,7 +302,10 @@ TEST(GpuOps, FewRowLinearMatchesCpu) {
   struct Case {
     int64_t m, k, n;
   };
-  const Case cases[] = {{1, 2048, 1030}, {1, 16, 1}, {2, 72, 9}, {3, 1000, 129},
+  // n = 5: a last block with one row of w. Not n = 1: the error is relative to the largest
+  // output, and a single output, a random sum, can cancel to nearly zero, where any difference
+  // in summation order looks large.
+  const Case cases[] = {{1, 2048, 1030}, {1, 16, 5}, {2, 72, 9}, {3, 1000, 129},
                         {4, 8192, 37},   {1, 9, 20}, {5, 64, 33}};
   const Act acts[] = {Act::None, Act::GELU, Act::SiLU, Act::ReLU};
   for (const Case& c : cases) {
