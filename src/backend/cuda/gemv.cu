@@ -210,19 +210,9 @@ bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt
   // Whole 16-byte loads of every row of w and x.
   const int64_t per_load = wt == kF32 ? 4 : 8;
   if (k % per_load != 0 || k % 8 != 0 || !aligned16(w) || !aligned16(x)) return false;
-  GemvParams p{w,
-               x,
-               bias,
-               y,
-               k,
-               static_cast<int>(n),
-               static_cast<int>(m),
-               bt,
-               yt,
-               act,
-               accumulate,
-               norm ? *norm : RowNorm{}};
+  GemvParams p{w, x, bias, y, k, static_cast<int>(n), static_cast<int>(m), bt, yt, act, accumulate};
   if (norm) {
+    p.norm = *norm;
     // The LayerNorm kernel's rows: F32 of 1024 or 2048, its vectors 16-byte aligned.
     if (xt != kF32 || wt != kBF16 || (k != 1024 && k != 2048) || (norm->w && !aligned16(norm->w)) ||
         (norm->b && !aligned16(norm->b)))
