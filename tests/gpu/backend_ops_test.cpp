@@ -392,6 +392,72 @@ TEST(GpuOps, LayerNormLinearFoldsTheNormIntoFewRows) {
   }
 }
 
+// Weights stored as int8 with a scale per row (the camera trunk under the fp8 precision): a few
+// rows read the bytes in the GEMV (the scale after the sum, the input as it is), more rows widen
+// the matrix to bf16 for the GEMM (and round the input to bf16, as every bf16 product does); plain,
+// accumulating and with the norm folded in, against the CPU's product with the same bytes and
+// scales. Calls that pair scales and weights wrongly are refused.
+TEST(GpuOps, Int8RowWeightsMatchCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    int64_t m, k, n;
+  };
+  const Case cases[] = {{1, 2048, 1003}, {2, 1024, 7}, {3, 48, 129}, {4, 8192, 37}, {6, 1024, 257}};
+  for (const Case& c : cases) {
+    const Tensor bytes = [&] {
+      Tensor t = rng.tensor({c.n, c.k}, -127.f, 127.f);
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = std::nearbyint(t.f32()[i]);
+      return t;
+    }();
+    const Tensor scale = rng.tensor({c.n}, 1e-3f, 3e-3f), b = rng.tensor({c.n});
+    const Tensor q = cpu().upload(bytes, DType::I8);
+    Tensor gq = gpu().upload(bytes, DType::I8), gs = gpu().upload(scale, DType::F32);
+    Tensor gb = gpu().upload(b, DType::F32);
+    const double tol = c.m <= 4 ? kTolF32 : kTolBF16;
+    for (int variant = 0; variant < 4; ++variant) {  // GELU + bias, bf16 input, +=, normed
+      if (variant == 3 && c.k != 1024 && c.k != 2048) continue;
+      SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                   " n=" + std::to_string(c.n) + " variant=" + std::to_string(variant));
+      const DType xdt = variant == 1 ? DType::BF16 : DType::F32;
+      const Tensor x = round_to(rng.tensor({c.m, c.k}, -2.f, 2.f), xdt);
+      const Tensor xc = c.m <= 4 ? x : round_bf16(x);  // what the product reads
+      Tensor gx = gpu().upload(x, xdt);
+      Tensor want = Tensor::zeros({c.m, c.n});
+      Tensor y;
+      if (variant == 2) {
+        const Tensor y0 = rng.tensor({c.m, c.n}, -4.f, 4.f);
+        cpu().copy(y0, want);
+        cpu().linear_add(xc, q, &b, want, &scale);
+        y = gpu().upload(y0, DType::F32);
+        gpu().linear_add(gx, gq, &gb, y, &gs);
+      } else if (variant == 3) {
+        Tensor hn = Tensor::zeros({c.m, c.k});
+        cpu().layer_norm(x, nullptr, nullptr, 1e-5f, hn);
+        cpu().linear(c.m <= 4 ? hn : round_bf16(hn), q, &b, want, Act::GELU, &scale);
+        Tensor normed = poisoned({c.m, c.k}, DType::F32);
+        y = poisoned({c.m, c.n}, DType::F32);
+        gpu().layer_norm_linear(gx, nullptr, nullptr, 1e-5f, normed, gq, &gb, y, Act::GELU, &gs);
+      } else {
+        const Act act = variant == 0 ? Act::GELU : Act::None;
+        cpu().linear(xc, q, variant == 0 ? &b : nullptr, want, act, &scale);
+        y = poisoned({c.m, c.n}, DType::F32);
+        gpu().linear(gx, gq, variant == 0 ? &gb : nullptr, y, act, &gs);
+      }
+      EXPECT_LT(rel_err(y, want), tol);
+    }
+  }
+  Tensor x = gpu().alloc({1, 64}, DType::F32), y = gpu().alloc({1, 8}, DType::F32);
+  Tensor q = gpu().upload(Tensor::zeros({8, 64}), DType::I8);
+  Tensor w = gpu().alloc({8, 64}, DType::BF16), s8 = gpu().alloc({8}, DType::F32);
+  Tensor s7 = gpu().alloc({7}, DType::F32), sb = gpu().alloc({8}, DType::BF16);
+  EXPECT_THROW(gpu().linear(x, q, nullptr, y), Error);                  // no scales
+  EXPECT_THROW(gpu().linear(x, w, nullptr, y, Act::None, &s8), Error);  // scales, bf16 weight
+  EXPECT_THROW(gpu().linear(x, q, nullptr, y, Act::None, &s7), Error);  // one scale short
+  EXPECT_THROW(gpu().linear_add(x, q, nullptr, y, &sb), Error);         // bf16 scales
+}
+
 // y += x w^T + b: the residual update of a block. y starts from random values (an accumulating
 // op cannot be poisoned); a missing product or bias shows as a difference from the CPU.
 TEST(GpuOps, LinearAddMatchesCpu) {
