@@ -398,10 +398,8 @@ void add_bench(CLI::App& app) {
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
   sub->add_option("--device", a->engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)");
-  sub->add_option(
-         "--precision", a->engine.precision,
-         "auto, f32, bf16 or fp8 (the KV cache in e4m3, the camera trunk in int8; auto picks the "
-         "e4m3 cache on H100/H200)")
+  sub->add_option("--precision", a->engine.precision,
+                  "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on H100/H200)")
       ->capture_default_str();
   sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
   sub->add_option("--height", a->height, "frame height")->capture_default_str();

@@ -249,10 +249,8 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
   sub->add_option("--arch", e.arch, "lingbot-map or tiny (default: from the checkpoint)");
   sub->add_option("--device", e.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--threads", e.threads, "CPU threads (0 = all cores)");
-  sub->add_option(
-         "--precision", e.precision,
-         "auto, f32, bf16 or fp8 (the KV cache in e4m3, the camera trunk in int8; auto picks the "
-         "e4m3 cache on H100/H200)")
+  sub->add_option("--precision", e.precision,
+                  "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on H100/H200)")
       ->capture_default_str();
   sub->add_option("--scale-frames", s.scale_frames, "frames of phase 1, kept forever")
       ->capture_default_str()

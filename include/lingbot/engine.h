@@ -28,11 +28,10 @@ struct EngineOptions {
   // several GPUs runs an engine per device (sessions of one engine share its device).
   std::string device = "cpu";
   // Transformer math: "f32", "bf16" (fp32 accumulation; heads stay f32; the KV cache bf16 too),
-  // "fp8" (as "auto" with the global layers' KV cache in e4m3 with per-head scales, half the
-  // bytes of bf16, and the camera head's trunk matrices in int8 with a scale per row; on the GPU
-  // it needs compute capability 9.0, H100/H200), or "auto": f32 on the CPU; bf16 on the GPU,
-  // with the e4m3 KV cache where the GPU reads it (as fast as bf16 there, and within the bf16
-  // engine's tolerances).
+  // "fp8" (as "auto" with the global layers' KV cache in e4m3 with per-head scales: half the
+  // bytes of bf16; on the GPU it needs compute capability 9.0, H100/H200), or "auto": f32 on the
+  // CPU; bf16 on the GPU, with the fp8 KV cache where the GPU reads it (as fast as bf16 there
+  // and within the bf16 engine's tolerances).
   std::string precision = "auto";
   int threads = 0;  // CPU threads, 0 = all cores
 };

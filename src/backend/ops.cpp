@@ -93,40 +93,27 @@ void Backend::do_upload_into(const Tensor& host, Tensor& dst) {
   copy(t, dst);
 }
 
-void Backend::check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* w_scale,
-                           const Tensor* b, const Tensor& y) const {
+void Backend::check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
+                           const Tensor& y) const {
   check(x, op, "input");
+  check(w, op, "weight");
   check(y, op, "output");
   if (b) check(*b, op, "bias");
   LINGBOT_CHECK(w.rank() == 2 && w.dim(1) > 0, shapes(op, {{"weight", &w}}));
   const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-  if (w.dtype() == DType::I8 || w_scale) {
-    // Row-quantized weights: the bytes of every backend, the scales F32.
-    LINGBOT_CHECK(w.defined() && w.device() == device(),
-                  std::string(op) + ": weight must be a " +
-                      (device() == Device::CPU ? "host" : "CUDA") + " tensor");
-    LINGBOT_CHECK(w.dtype() == DType::I8 && w_scale,
-                  std::string(op) + ": row scales go with an I8 weight and only with one");
-    check(*w_scale, op, "weight scales", true);
-    LINGBOT_CHECK(w_scale->numel() == n, shapes(op, {{"weight", &w}, {"weight scales", w_scale}}));
-  } else {
-    check(w, op, "weight");
-  }
   LINGBOT_CHECK(x.numel() == m * k && y.numel() == m * n,
                 shapes(op, {{"input", &x}, {"weight", &w}, {"output", &y}}));
   if (b) LINGBOT_CHECK(b->numel() == n, shapes(op, {{"weight", &w}, {"bias", b}}));
 }
 
-void Backend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act,
-                     const Tensor* w_scale) {
-  check_linear("linear", x, w, w_scale, b, y);
-  do_linear(x, w, w_scale, b, y, act);
+void Backend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) {
+  check_linear("linear", x, w, b, y);
+  do_linear(x, w, b, y, act);
 }
 
-void Backend::linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                         const Tensor* w_scale) {
-  check_linear("linear_add", x, w, w_scale, b, y);
-  do_linear_add(x, w, w_scale, b, y);
+void Backend::linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  check_linear("linear_add", x, w, b, y);
+  do_linear_add(x, w, b, y);
 }
 
 void Backend::check_layer_norm(const char* op, const Tensor& x, const Tensor* w, const Tensor* b,
@@ -149,17 +136,17 @@ void Backend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, floa
 
 void Backend::layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b,
                                 float eps, Tensor& normed, const Tensor& w, const Tensor* b,
-                                Tensor& y, Act act, const Tensor* w_scale) {
+                                Tensor& y, Act act) {
   check_layer_norm("layer_norm_linear", x, norm_w, norm_b, normed);
-  check_linear("layer_norm_linear", normed, w, w_scale, b, y);
-  do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, w_scale, b, y, act);
+  check_linear("layer_norm_linear", normed, w, b, y);
+  do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, b, y, act);
 }
 
 void Backend::do_layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b,
-                                   float eps, Tensor& normed, const Tensor& w,
-                                   const Tensor* w_scale, const Tensor* b, Tensor& y, Act act) {
+                                   float eps, Tensor& normed, const Tensor& w, const Tensor* b,
+                                   Tensor& y, Act act) {
   do_layer_norm(x, norm_w, norm_b, eps, normed);
-  do_linear(normed, w, w_scale, b, y, act);
+  do_linear(normed, w, b, y, act);
 }
 
 void Backend::add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) {

@@ -154,14 +154,11 @@ class Backend {
   // compute capability 9.0, whose attention kernel widens the bytes as it loads them.
   virtual bool reads_fp8_kv() const { return true; }
 
-  // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]). An I8 weight is quantized by rows and comes with
-  // `w_scale` (F32 [N]): its row n stands for w_scale[n] * w[n, :]; other weights come without.
-  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act = Act::None,
-              const Tensor* w_scale = nullptr);
+  // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
+  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act = Act::None);
   // y[M,N] += x[M,K] . w[N,K]^T + b[N]: a residual update in one pass, the product added to y
   // in y's dtype without being rounded to a narrower one first.
-  void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                  const Tensor* w_scale = nullptr);
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
   // LayerNorm over the last dim (biased variance, eps inside the root); weight/bias optional.
   void layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps, Tensor& y);
   // linear(layer_norm(x), w, b, y, act) with `normed` (x's shape) for the norm's output; a backend
@@ -169,7 +166,7 @@ class Backend {
   // few rows: the camera head's, where each norm would be a launch of its own).
   void layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b, float eps,
                          Tensor& normed, const Tensor& w, const Tensor* b, Tensor& y,
-                         Act act = Act::None, const Tensor* w_scale = nullptr);
+                         Act act = Act::None);
   // x += alpha * gamma ⊙ y. gamma (optional) spans the last dim; y broadcasts over the leading
   // dims of x when it has fewer elements (y.numel() must divide x.numel()).
   void add(Tensor& x, const Tensor& y, const Tensor* gamma = nullptr, float alpha = 1.0f);
@@ -229,17 +226,14 @@ class Backend {
   virtual void do_copy_ranges(const std::vector<ByteRange>& ranges) = 0;
   virtual void do_download_async(const Tensor& t, float* host) { download_into(t, host); }
   virtual void do_upload_into(const Tensor& host, Tensor& dst);
-  // w_scale: the row scales of an I8 weight, null for others.
-  virtual void do_linear(const Tensor& x, const Tensor& w, const Tensor* w_scale, const Tensor* b,
-                         Tensor& y, Act act) = 0;
-  virtual void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* w_scale,
-                             const Tensor* b, Tensor& y) = 0;
+  virtual void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) = 0;
+  virtual void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, float eps,
                              Tensor& y) = 0;
   // The default normalizes into `normed`, then multiplies.
   virtual void do_layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b,
-                                    float eps, Tensor& normed, const Tensor& w,
-                                    const Tensor* w_scale, const Tensor* b, Tensor& y, Act act);
+                                    float eps, Tensor& normed, const Tensor& w, const Tensor* b,
+                                    Tensor& y, Act act);
   virtual void do_add(Tensor& x, const Tensor& y, const Tensor* gamma, float alpha) = 0;
   virtual void do_activate(Tensor& x, Act act) = 0;
   virtual void do_concat_last(const Tensor& a, const Tensor& b, Tensor& y) = 0;
@@ -274,8 +268,8 @@ class Backend {
   void check_query(const Tensor& q, const Tensor& out) const;  // of attention
   void check_layer_norm(const char* op, const Tensor& x, const Tensor* w, const Tensor* b,
                         const Tensor& y) const;
-  void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* w_scale,
-                    const Tensor* b, const Tensor& y) const;
+  void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor* b,
+                    const Tensor& y) const;
   // Of conv2d and upsample_conv2d: weight, bias and output against the input as convolved, of
   // shape `in` (x itself checked by the caller); `input` describes it in the message.
   void check_conv(const char* op, const Shape& in, const Tensor& w, const Tensor* b, int stride,

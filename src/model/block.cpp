@@ -8,9 +8,9 @@ namespace lingbot {
 namespace {
 
 // gamma[r] * t[r, :] for a matrix, gamma[i] * t[i] for a vector; in F32 on the host, rounded
-// once to `dtype` on upload (I8: quantized by rows, their scales into `scale`).
+// once to `dtype` on upload.
 Tensor scaled_rows(WeightLoader& w, const std::string& name, const Shape& shape,
-                   const Tensor& gamma, DType dtype, Tensor* scale = nullptr) {
+                   const Tensor& gamma, DType dtype) {
   const Tensor src = w.get_host(name, shape);
   Tensor t = Tensor::zeros(shape);
   const int64_t rows = shape[0], cols = src.numel() / rows;
@@ -19,7 +19,6 @@ Tensor scaled_rows(WeightLoader& w, const std::string& name, const Shape& shape,
   float* d = t.f32();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) d[r * cols + c] = g[r] * s[r * cols + c];
-  if (scale) return w.upload_matrix(t, dtype, *scale);
   return w.backend().upload(t, dtype);
 }
 
@@ -29,12 +28,7 @@ void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int6
                         int64_t head_dim, bool with_qk_norm, float norm_eps, DType md) {
   norm1_w = w.get(p + ".norm1.weight", {dim});
   norm1_b = w.get(p + ".norm1.bias", {dim});
-  // I8 matrices are quantized on the host; the others convert on the device.
-  auto matrix = [&](const std::string& key, const Shape& shape, Tensor& scale) {
-    return md == DType::I8 ? w.upload_matrix(w.get_host(key, shape), md, scale)
-                           : w.get(key, shape, md);
-  };
-  qkv_w = matrix(p + ".attn.qkv.weight", {3 * dim, dim}, qkv_s);
+  qkv_w = w.get(p + ".attn.qkv.weight", {3 * dim, dim}, md);
   qkv_b = w.get(p + ".attn.qkv.bias", {3 * dim});
   qk_norm = with_qk_norm;
   if (qk_norm) {
@@ -44,14 +38,14 @@ void BlockWeights::load(WeightLoader& w, const std::string& p, int64_t dim, int6
     k_norm_b = w.get(p + ".attn.k_norm.bias", {head_dim});
   }
   const Tensor ls1 = w.get_host(p + ".ls1.gamma", {dim});
-  proj_w = scaled_rows(w, p + ".attn.proj.weight", {dim, dim}, ls1, md, &proj_s);
+  proj_w = scaled_rows(w, p + ".attn.proj.weight", {dim, dim}, ls1, md);
   proj_b = scaled_rows(w, p + ".attn.proj.bias", {dim}, ls1, DType::F32);
   norm2_w = w.get(p + ".norm2.weight", {dim});
   norm2_b = w.get(p + ".norm2.bias", {dim});
-  fc1_w = matrix(p + ".mlp.fc1.weight", {hidden, dim}, fc1_s);
+  fc1_w = w.get(p + ".mlp.fc1.weight", {hidden, dim}, md);
   fc1_b = w.get(p + ".mlp.fc1.bias", {hidden});
   const Tensor ls2 = w.get_host(p + ".ls2.gamma", {dim});
-  fc2_w = scaled_rows(w, p + ".mlp.fc2.weight", {dim, hidden}, ls2, md, &fc2_s);
+  fc2_w = scaled_rows(w, p + ".mlp.fc2.weight", {dim, hidden}, ls2, md);
   fc2_b = scaled_rows(w, p + ".mlp.fc2.bias", {dim}, ls2, DType::F32);
   eps = norm_eps;
 }
@@ -106,16 +100,14 @@ BlockBuffers BlockBuffers::first_rows(int64_t m) const {
 void enqueue_block(Backend& b, const BlockWeights& w, Tensor& x, BlockBuffers& buf,
                    const Rope* rope, const AttendFn& attend, const KVDestination* kv_into) {
   const int64_t m = x.dim(0);
-  auto scale = [](const Tensor& s) { return s.defined() ? &s : nullptr; };
-  b.layer_norm_linear(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h, w.qkv_w, &w.qkv_b, buf.qkv,
-                      Act::None, scale(w.qkv_s));
+  b.layer_norm_linear(x, &w.norm1_w, &w.norm1_b, w.eps, buf.h, w.qkv_w, &w.qkv_b, buf.qkv);
   QKNorm norm{&w.q_norm_w, &w.q_norm_b, &w.k_norm_w, &w.k_norm_b, 1e-5f};
   b.split_qkv(buf.qkv, w.qk_norm ? &norm : nullptr, rope, buf.q, buf.k, buf.v, kv_into);
   attend(buf.q, buf.k, buf.v, buf.attn);
-  b.linear_add(buf.attn.reshape({m, -1}), w.proj_w, &w.proj_b, x, scale(w.proj_s));
+  b.linear_add(buf.attn.reshape({m, -1}), w.proj_w, &w.proj_b, x);
   b.layer_norm_linear(x, &w.norm2_w, &w.norm2_b, w.eps, buf.h, w.fc1_w, &w.fc1_b, buf.hidden,
-                      Act::GELU, scale(w.fc1_s));
-  b.linear_add(buf.hidden, w.fc2_w, &w.fc2_b, x, scale(w.fc2_s));
+                      Act::GELU);
+  b.linear_add(buf.hidden, w.fc2_w, &w.fc2_b, x);
 }
 
 }  // namespace lingbot

@@ -23,14 +23,11 @@ struct BlockWeights {
   Tensor norm2_w, norm2_b;                        // {prefix}.norm2.{weight,bias}
   Tensor fc1_w, fc1_b;                            // {prefix}.mlp.fc1.{weight,bias}
   Tensor fc2_w, fc2_b;                            // {prefix}.mlp.fc2.*, times ls2.gamma
-  // The row scales of the four matrices when they are stored as I8 (undefined otherwise).
-  Tensor qkv_s, proj_s, fc1_s, fc2_s;
   bool qk_norm = false;
   float eps = 1e-5f;  // norm1/norm2 (DINO: 1e-6); qk-norm is always 1e-5
 
   void load(WeightLoader& w, const std::string& prefix, int64_t dim, int64_t hidden,
             int64_t head_dim, bool with_qk_norm, float norm_eps, DType matrix_dtype);
-  // matrix_dtype I8: the four matrices quantized by rows (WeightLoader::upload_matrix).
   // What load reads: the four matrices in the compute dtype, the rest F32; qk_norm_dim 0 = none.
   static ParamCount parameters(int64_t dim, int64_t hidden, int64_t qk_norm_dim);
 };

@@ -56,7 +56,7 @@ void CameraHead::load(WeightLoader& loader, const CameraHeadConfig& cfg) {
     const std::string b = "trunk." + std::to_string(j) + ".";
     BlockWeights blk;
     blk.load(loader, pre + b.substr(0, b.size() - 1), d, hidden, cfg.head_dim(), false, kNormEps,
-             cfg.int8_trunk ? DType::I8 : md);
+             md);
     w_.trunk.push_back(std::move(blk));
   }
 
@@ -79,15 +79,7 @@ CameraCache CameraHead::make_cache(Backend& backend, int iterations, DType dtype
 ParamCount CameraHead::parameters(const CameraHeadConfig& cfg) {
   const int64_t d = cfg.dim, p = cfg.pose_dim;
   ParamCount n;
-  for (int64_t j = 0; j < cfg.depth; ++j) {
-    ParamCount b = BlockWeights::parameters(d, cfg.mlp_ratio * d, 0);
-    if (cfg.int8_trunk) {  // the matrices' bytes, and an F32 scale per row of each
-      b.int8 += b.compute;
-      b.compute = 0;
-      b.row_scales += static_cast<size_t>((3 + 1 + cfg.mlp_ratio) * d + d);
-    }
-    n += b;
-  }
+  for (int64_t j = 0; j < cfg.depth; ++j) n += BlockWeights::parameters(d, cfg.mlp_ratio * d, 0);
   n.compute += static_cast<size_t>(3 * d * d);      // poseLN_modulation
   n.f32 += static_cast<size_t>(4 * d                // token_norm, trunk_norm
                                + p + p * d + d      // empty pose, embed_pose
@@ -114,12 +106,10 @@ size_t CameraHead::scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames
 }
 
 size_t CameraHead::backend_scratch_bytes_for(const CameraHeadConfig& cfg, int64_t frames) {
-  // The largest matmul's converted input (bf16) and widened output (F32), the split attention's
-  // partials for the frames' queries, and with an int8 trunk the largest matrix widened to bf16
-  // (for products of more rows than a GEMV takes).
+  // The largest matmul's converted input (bf16) and widened output (F32), and the split
+  // attention's partials for the frames' queries.
   const int64_t widest = std::max<int64_t>(cfg.mlp_ratio * cfg.dim, 3 * cfg.dim);
-  const int64_t widened = cfg.int8_trunk ? widest * cfg.dim * 2 : 0;
-  return static_cast<size_t>(frames * widest * (2 + 4) + widest * 4 + widened +
+  return static_cast<size_t>(frames * widest * (2 + 4) + widest * 4 +
                              scratch::attention_floats(frames, cfg.heads, cfg.head_dim()) * 4) +
          1024;  // each request's pieces are rounded up to 256 bytes
 }

@@ -27,8 +27,6 @@ struct CameraHeadConfig {
   // Dtype of the trunk's and the modulation's matrices. One frame's head is a chain of GEMVs, so
   // its time is the weights' bytes: bf16 halves it (the rest stays F32).
   DType matrices = DType::F32;
-  // The trunk's matrices quantized to int8 by rows (ModelConfig::camera_int8).
-  bool int8_trunk = false;
   int64_t head_dim() const { return dim / heads; }
 };
 

@@ -49,9 +49,6 @@ void resolve_precision(const std::string& precision, bool cuda, bool reads_fp8_k
   // On the GPU the e4m3 cache is as fast as bf16 and within the bf16 engine's tolerances
   // (docs/PERFORMANCE.md), at half the bytes.
   config.kv_fp8 = precision == "fp8" || (precision == "auto" && cuda && reads_fp8_kv);
-  // Asked for by name only: "auto" keeps the trunk in the compute dtype until int8 is measured
-  // faster there (its bytes are half, its parity within the bf16 tolerances).
-  config.camera_int8 = precision == "fp8";
 }
 
 }  // namespace lingbot

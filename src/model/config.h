@@ -13,23 +13,18 @@ namespace lingbot {
 // Parameters of a model part by storage dtype, for the memory preflight.
 struct ParamCount {
   size_t compute = 0;  // stored in ModelConfig::compute (the transformer matrices)
-  size_t int8 = 0;     // quantized by rows (ModelConfig::camera_int8)
   size_t f32 = 0;      // everything else
   // Not parameters of their own: the bf16 copies of F32 convolution weights that the GPU packs
   // once when it computes in reduced precision (scratch::conv_packed_elems).
   size_t packed = 0;
-  // Nor the F32 scale of each int8 row.
-  size_t row_scales = 0;
-  size_t total() const { return compute + int8 + f32; }
+  size_t total() const { return compute + f32; }
   size_t bytes(DType compute_dtype) const {
-    return compute * dtype_size(compute_dtype) + int8 + (f32 + row_scales) * 4 +
+    return compute * dtype_size(compute_dtype) + f32 * 4 +
            (compute_dtype == DType::F32 ? 0 : packed * 2);
   }
   ParamCount& operator+=(const ParamCount& o) {
     compute += o.compute;
-    int8 += o.int8;
     f32 += o.f32;
-    row_scales += o.row_scales;
     packed += o.packed;
     return *this;
   }
@@ -56,9 +51,6 @@ struct ModelConfig {
   // The global layers' KV cache in e4m3 with per-head scales (precision "fp8") instead of the
   // compute dtype: half the bytes of bf16.
   bool kv_fp8 = false;
-  // The camera head's trunk matrices in int8 with a scale per row (precision "fp8" by name): the
-  // head is a chain of GEMVs whose time is those matrices' bytes, half of bf16's.
-  bool camera_int8 = false;
 
   int64_t head_dim() const { return dim / heads; }
   static constexpr int64_t kSpecialTokens = 6;  // camera, 4 registers, scale
@@ -69,10 +61,9 @@ struct ModelConfig {
 };
 
 // EngineOptions::precision on a CPU or a GPU: "f32", "bf16" (GPU only: bf16 transformer and KV
-// cache), "fp8" (the KV cache in e4m3 and the camera trunk in int8 rows, the rest as "auto";
-// where `reads_fp8_kv`) or "auto" (f32 on the CPU; on the GPU bf16, with the e4m3 KV cache where
-// the GPU reads it). Sets `compute`, `kv_fp8` and `camera_int8`; an unknown or unsupported name
-// is an InvalidArgument error.
+// cache), "fp8" (the KV cache in e4m3, the rest as "auto"; where `reads_fp8_kv`) or "auto" (f32
+// on the CPU; on the GPU bf16, with the KV cache in e4m3 where the GPU reads it). Sets `compute`
+// and `kv_fp8`; an unknown or unsupported name is an InvalidArgument error.
 void resolve_precision(const std::string& precision, bool cuda, bool reads_fp8_kv,
                        ModelConfig& config);
 

@@ -52,7 +52,6 @@ CameraHeadConfig Model::camera_head_config(const ModelConfig& config) {
   cam.dim_in = cam.dim = 2 * config.dim;
   cam.heads = config.camera_heads;
   cam.matrices = config.compute;
-  cam.int8_trunk = config.camera_int8;
   return cam;
 }
 

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "lingbot/error.h"
@@ -82,25 +81,6 @@ Tensor WeightLoader::get(const std::string& name, const Shape& shape, DType dtyp
     return backend_.upload(t.dtype() == DType::F64 ? t.to(DType::F32) : t, dtype);
   }
   return backend_.upload(get_host(name, shape), dtype);
-}
-
-Tensor WeightLoader::upload_matrix(const Tensor& host, DType dtype, Tensor& scale) {
-  if (dtype != DType::I8) return backend_.upload(host, dtype);
-  LINGBOT_CHECK(host.rank() == 2 && host.dtype() == DType::F32,
-                "upload_matrix: I8 rows need an F32 matrix, got " + shape_str(host.shape()));
-  const int64_t n = host.dim(0), k = host.dim(1);
-  Tensor q = Tensor::zeros({n, k}), s = Tensor::zeros({n});
-  const float* src = host.f32();
-  for (int64_t r = 0; r < n; ++r) {
-    float amax = 0.f;
-    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(src[r * k + c]));
-    const float step = amax > 0.f ? amax / 127.f : 1.f;
-    s.f32()[r] = step;
-    for (int64_t c = 0; c < k; ++c)
-      q.f32()[r * k + c] = std::clamp(std::nearbyint(src[r * k + c] / step), -127.f, 127.f);
-  }
-  scale = backend_.upload(s, DType::F32);
-  return backend_.upload(q, DType::I8);
 }
 
 void WeightLoader::ignore(const std::string& name) {

@@ -29,9 +29,6 @@ class WeightLoader {
   Tensor get(const std::string& name, const Shape& shape, DType dtype = DType::F32);
   // Host F32 copy (for tables computed on the host, e.g. the positional embedding).
   Tensor get_host(const std::string& name, const Shape& shape);
-  // A matrix [N, K] computed on the host, uploaded in `dtype`; I8 quantizes it by rows (each
-  // row's largest magnitude to 127, round to nearest) and leaves the F32 row scales in `scale`.
-  Tensor upload_matrix(const Tensor& host, DType dtype, Tensor& scale);
   // Marks keys that a checkpoint may carry but the model does not use.
   void ignore(const std::string& name);
 

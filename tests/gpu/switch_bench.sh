@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A switch measured in one binary: builds lingbot-map and the tests, then runs `bench` with the
 # switch off and on alternating (378x504 twice, 378x518 once). The switch is an environment
-# variable set to 0 and 1, or a `bench` option (`--name`) given the two values in VALUES. The
-# shared first half of tests/gpu/gemm_tune_check.sh, tests/gpu/pdl_check.sh and
-# tests/gpu/int8_trunk_check.sh. Usage, from the repository root on a GPU machine:
+# variable set to 0 and 1, or a `bench` option (`--name`) given the two values in VALUES (e.g.
+# VALUES="auto fp8" with --precision). The shared first half of tests/gpu/gemm_tune_check.sh and
+# tests/gpu/pdl_check.sh. Usage, from the repository root on a GPU machine:
 #   [VALUES="a b"] tests/gpu/switch_bench.sh <variable or --option> <output folder>
 set -u
 VAR=${1:?the switch, e.g. LINGBOT_PDL or --precision}

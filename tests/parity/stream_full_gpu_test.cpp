@@ -65,8 +65,7 @@ TEST(GpuParity, FullModelBF16KeyframeInterval1) {
 TEST(GpuParity, FullModelBF16KeyframeInterval2) {
   check_full("bf16", 2, 3e-2, 2e-2);
 }
-// The fp8 precision (the e4m3 KV cache with per-head scales, the camera trunk in int8 rows) held
-// to the bf16 engine's tolerances.
+// The e4m3 KV cache (per-head scales) held to the bf16 engine's tolerances.
 TEST(GpuParity, FullModelFP8KeyframeInterval1) {
   check_full("fp8", 1, 3e-2, 2e-2);
 }

@@ -98,9 +98,9 @@ TEST(StreamParity, SessionDeliversReferenceResults) {
   EXPECT_EQ(session->cache_stats().stored_frames, 4 + 4);  // scale + keyframes 4, 7, 10, 13
 }
 
-// The fp8 precision (the KV cache in e4m3 with per-head scales, the camera trunk in int8 rows)
-// against the reference's float32 run: held to the tolerances the fixtures give a bf16 engine
-// (3e-2 pose_enc, 2e-2 depth), since it rounds both more coarsely than bf16 does.
+// The fp8 KV cache (e4m3, per-head scales) against the reference's float32 run: held to the
+// tolerances the fixtures give a bf16 engine (3e-2 pose_enc, 2e-2 depth), since it rounds the
+// cache more coarsely than bf16 does.
 TEST(StreamParity, TinyFp8KvCacheWithinBf16Tolerances) {
   const auto want = read_safetensors(test::fixtures_dir() + "/tiny/stream_kf1.safetensors").tensors;
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny", .precision = "fp8"});

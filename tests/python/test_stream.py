@@ -56,8 +56,7 @@ def test_session_matches_reference(tiny_engine, tiny_frames, fixtures, k):
 
 
 def test_fp8_kv_cache_stays_within_the_bf16_tolerances(tiny_frames, fixtures):
-    # precision "fp8": the KV cache in e4m3 with per-head scales and the camera head's trunk in
-    # int8 rows (on the CPU, the rest f32).
+    # precision "fp8": the KV cache in e4m3 with per-head scales (on the CPU, the rest f32).
     want = expected(fixtures, 1)
     engine = lm.Engine("synthetic:1", arch="tiny", device="cpu", precision="fp8")
     assert (engine.info["compute"], engine.info["kv_cache"]) == ("F32", "F8_E4M3")

@@ -38,13 +38,11 @@ class CountingBackend final : public Backend {
   void do_copy(const Tensor& s, Tensor& d) override { cpu_->copy(s, d); }
   void do_fill(Tensor& t, float v) override { cpu_->fill(t, v); }
   void do_copy_ranges(const std::vector<ByteRange>& r) override { cpu_->copy_ranges(r); }
-  void do_linear(const Tensor& x, const Tensor& w, const Tensor* ws, const Tensor* b, Tensor& y,
-                 Act a) override {
-    cpu_->linear(x, w, b, y, a, ws);
+  void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act a) override {
+    cpu_->linear(x, w, b, y, a);
   }
-  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* ws, const Tensor* b,
-                     Tensor& y) override {
-    cpu_->linear_add(x, w, b, y, ws);
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    cpu_->linear_add(x, w, b, y);
   }
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
                      Tensor& y) override {

@@ -1,8 +1,7 @@
-// The fp8 precision's storage on the CPU: e4m3 conversions, attention over e4m3 segments, the
-// paged cache's scales and stored bytes, and the camera trunk's int8 rows.
+// The fp8 KV cache on the CPU: e4m3 conversions, attention over e4m3 segments, and the paged
+// cache's scales and stored bytes.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,8 +10,6 @@
 
 #include "backend/ops.h"
 #include "cache/paged_kv.h"
-#include "lingbot/error.h"
-#include "model/weight_loader.h"
 #include "test_util.h"
 
 namespace lingbot {
@@ -68,42 +65,6 @@ F8Rows make_rows(Backend& be, std::mt19937& rng, int64_t n, int64_t h, int64_t d
   r.v8.resize(r.v.numel());
   be.store_kv(r.k, r.v, r.k8.data(), r.v8.data(), DType::F8E4M3, &r.scales);
   return r;
-}
-
-// A matrix quantized by rows: each row's largest magnitude becomes 127, every value lands within
-// half a step of scale * byte, an all-zero row keeps scale 1; a product with the bytes and their
-// scales is the product with the F32 matrix they stand for.
-TEST(Fp8, Int8RowsKeepEveryValueWithinHalfAStep) {
-  auto cpu = make_cpu_backend(1);
-  WeightLoader loader(1, *cpu);
-  const int64_t n = 5, k = 33;
-  std::mt19937 gen(7);
-  std::uniform_real_distribution<float> u(-3.f, 3.f);
-  Tensor m = Tensor::zeros({n, k});
-  for (int64_t i = 0; i < n * k; ++i) m.f32()[i] = i / k == 2 ? 0.f : u(gen) * (1 + i / k);
-  Tensor scale;
-  const Tensor q = loader.upload_matrix(m, DType::I8, scale);
-  ASSERT_EQ(q.dtype(), DType::I8);
-  ASSERT_EQ(scale.numel(), n);
-  const int8_t* b = q.data<int8_t>();
-  Tensor stands = Tensor::zeros({n, k});
-  for (int64_t r = 0; r < n; ++r) {
-    int most = 0;
-    for (int64_t c = 0; c < k; ++c) {
-      const float v = m.f32()[r * k + c], s = scale.f32()[r];
-      most = std::max(most, std::abs(int{b[r * k + c]}));
-      EXPECT_LE(std::fabs(s * b[r * k + c] - v), 0.5f * s * (1 + 1e-6f)) << r << "," << c;
-      stands.f32()[r * k + c] = s * b[r * k + c];
-    }
-    EXPECT_EQ(most, r == 2 ? 0 : 127) << r;
-    if (r == 2) EXPECT_EQ(scale.f32()[r], 1.f);
-  }
-  Tensor x = Tensor::zeros({2, k}), got = Tensor::zeros({2, n}), want = Tensor::zeros({2, n});
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = u(gen);
-  cpu->linear(x, q, nullptr, got, Act::None, &scale);
-  cpu->linear(x, stands, nullptr, want, Act::None);
-  EXPECT_LT(test::compare(got, want).relative(), 1e-6);
-  EXPECT_THROW(cpu->linear(x, q, nullptr, got), Error);  // the bytes without their scales
 }
 
 TEST(Fp8, ScalesAndStoredBytesFollowTheirDefinition) {

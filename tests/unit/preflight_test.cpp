@@ -102,8 +102,6 @@ TEST(Preflight, Fp8PrecisionPlansTheE4m3Cache) {
   EXPECT_EQ(f8.kv_cache, DType::F8E4M3);
   EXPECT_EQ(f8.compute, DType::F32);
   EXPECT_EQ(f8.need.kv_cache * 4, f32.need.kv_cache);
-  // ... and the camera head's trunk in int8 rows: a quarter of its F32 bytes, plus a scale a row.
-  EXPECT_LT(f8.need.weights, f32.need.weights);
   auto engine = Engine::create(plan.engine);
   auto session = engine->start(plan.stream);
   Tensor frame = Tensor::zeros({3, 56, 70});

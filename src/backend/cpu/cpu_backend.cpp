@@ -85,11 +85,9 @@ class CpuBackend final : public Backend {
     for (const ByteRange& r : ranges) std::memcpy(r.dst, r.src, r.bytes);
   }
 
-  void do_linear(const Tensor& x, const Tensor& w, const Tensor* w_scale, const Tensor* b,
-                 Tensor& y, Act act) override {
+  void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-    const Tensor wf = w_scale ? dequantize_rows(w, *w_scale) : w;
-    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, wf.f32(), k, 0.f, y.f32(), n);
+    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 0.f, y.f32(), n);
     const float* bias = b ? b->f32() : nullptr;
     if (!bias && act == Act::None) return;
     float* out = y.f32();
@@ -100,10 +98,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* w_scale, const Tensor* b,
-                     Tensor& y) override {
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-    const Tensor wf = w_scale ? dequantize_rows(w, *w_scale) : w;
     if (b) {
       float* out = y.f32();
       const float* bias = b->f32();
@@ -111,19 +107,7 @@ class CpuBackend final : public Backend {
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) out[i * n + j] += bias[j];
     }
-    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, wf.f32(), k, 1.f, y.f32(), n);
-  }
-
-  // The F32 matrix an I8 one with row scales stands for: row i is scale[i] * w[i, :].
-  static Tensor dequantize_rows(const Tensor& w, const Tensor& scale) {
-    const int64_t n = w.dim(0), k = w.dim(1);
-    Tensor f = Tensor::zeros({n, k});
-    const int8_t* q = w.data<int8_t>();
-    const float* s = scale.f32();
-    float* d = f.f32();
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < k; ++j) d[i * k + j] = s[i] * static_cast<float>(q[i * k + j]);
-    return f;
+    cpu::sgemm(false, true, m, n, k, 1.f, x.f32(), k, w.f32(), k, 1.f, y.f32(), n);
   }
 
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,

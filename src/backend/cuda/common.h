@@ -385,13 +385,8 @@ struct RowNorm {
   Elt bt = kF32;
   float eps = 0.f;
 };
-// With `w_scale` w is int8 (wt ignored), row r standing for w_scale[r] * w[r, :]; the input stays
-// as it is (no bf16 rounding).
 bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
           int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s,
-          const RowNorm* norm = nullptr, const float* w_scale = nullptr);
-// bf16 out[n, k] = scale[r] * q[r, :] (int8), for the products a GEMV does not take.
-void dequantize_rows(const void* q, const float* scale, void* out, int64_t n, int64_t k,
-                     cudaStream_t s);
+          const RowNorm* norm = nullptr);
 
 }  // namespace lingbot::cuda

@@ -316,20 +316,17 @@ class CudaBackend final : public Backend {
   }
   bool reads_fp8_kv() const override { return runs_sm90a(ctx_->prop); }
 
-  void do_linear(const Tensor& x, const Tensor& w, const Tensor* w_scale, const Tensor* b,
-                 Tensor& y, Act act) override {
-    matmul(x, w, w_scale, b, y, act, false);
+  void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
+    matmul(x, w, b, y, act, false);
   }
-  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* w_scale, const Tensor* b,
-                     Tensor& y) override {
-    matmul(x, w, w_scale, b, y, Act::None, true);
+  void do_linear_add(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    matmul(x, w, b, y, Act::None, true);
   }
 
-  // A few F32 rows into bf16 or int8 weights: the GEMV normalizes them itself, one launch instead
-  // of two.
+  // A few F32 rows into bf16 weights: the GEMV normalizes them itself, one launch instead of two.
   void do_layer_norm_linear(const Tensor& x, const Tensor* norm_w, const Tensor* norm_b, float eps,
-                            Tensor& normed, const Tensor& w, const Tensor* w_scale, const Tensor* b,
-                            Tensor& y, Act act) override {
+                            Tensor& normed, const Tensor& w, const Tensor* b, Tensor& y,
+                            Act act) override {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
     cuda::RowNorm rn;
     rn.w = norm_w ? norm_w->raw() : nullptr;
@@ -338,14 +335,12 @@ class CudaBackend final : public Backend {
     rn.bt = norm_b ? elt_of(norm_b->dtype(), "layer_norm bias") : kF32;
     rn.eps = eps;
     const Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
-    // gemv declines (queuing nothing) every case but F32 rows into bf16 or int8 weights it can
-    // take.
+    // gemv declines (queuing nothing) every case but F32 rows into bf16 weights it can take.
     if (cuda::gemv(x.raw(), elt_of(x.dtype(), "linear input"), w.raw(),
-                   w_scale ? kF32 : elt_of(w.dtype(), "linear weight"), b ? b->raw() : nullptr, bt,
-                   y.raw(), elt_of(y.dtype(), "linear output"), m, n, k, act, false, s(), &rn,
-                   w_scale ? w_scale->f32() : nullptr))
+                   elt_of(w.dtype(), "linear weight"), b ? b->raw() : nullptr, bt, y.raw(),
+                   elt_of(y.dtype(), "linear output"), m, n, k, act, false, s(), &rn))
       return;
-    Backend::do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, w_scale, b, y, act);
+    Backend::do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, b, y, act);
   }
 
   void do_layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps,
@@ -629,10 +624,9 @@ class CudaBackend final : public Backend {
  private:
   // y = act(x . w^T + b) (+ y with `accumulate`).
   // linear and linear_add, operands already checked.
-  void matmul(const Tensor& x, const Tensor& w, const Tensor* w_scale, const Tensor* b, Tensor& y,
-              Act act, bool accumulate) {
-    // An int8 weight's rows are widened to bf16 for the GEMM (a GEMV reads the bytes themselves).
-    Elt wt = w_scale ? kBF16 : elt_of(w.dtype(), "linear weight");
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act,
+              bool accumulate) {
+    const Elt wt = elt_of(w.dtype(), "linear weight");
     const Elt xt = elt_of(x.dtype(), "linear input");
     const Elt yt = elt_of(y.dtype(), "linear output");
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
@@ -640,7 +634,7 @@ class CudaBackend final : public Backend {
     if (m == 0) return;
     // A few rows: one bandwidth-bound kernel with everything fused, no conversions.
     if (cuda::gemv(x.raw(), xt, w.raw(), wt, b ? b->raw() : nullptr, bt, y.raw(), yt, m, n, k, act,
-                   accumulate, s(), nullptr, w_scale ? w_scale->f32() : nullptr))
+                   accumulate, s()))
       return;
 
     // An fp32 weight gives an fp32 product (cuBLASLt has no fp32 x fp32 -> bf16 kernels); a
@@ -653,15 +647,8 @@ class CudaBackend final : public Backend {
     const bool temp_y = dt != yt;
     const size_t xbytes = convert_x ? round_up(x.numel() * (wt == kF32 ? 4 : 2)) : 0;
     const size_t ybytes = temp_y ? round_up(y.numel() * 4) : 0;
-    const size_t wbytes = w_scale ? round_up(w.numel() * 2) : 0;
-    char* tmp = (xbytes + ybytes + wbytes)
-                    ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes + wbytes, s()))
-                    : nullptr;
-    const void* wp = w.raw();
-    if (w_scale) {
-      wp = tmp + xbytes + ybytes;
-      cuda::dequantize_rows(w.raw(), w_scale->f32(), const_cast<void*>(wp), n, k, s());
-    }
+    char* tmp =
+        (xbytes + ybytes) ? static_cast<char*>(ctx_->scratch.get(xbytes + ybytes, s())) : nullptr;
     const void* xp = x.raw();
     if (convert_x) {
       cuda::convert(x.raw(), xt, tmp, wt, x.numel(), s());
@@ -680,7 +667,7 @@ class CudaBackend final : public Backend {
     g.m = n;
     g.n = m;
     g.k = k;
-    g.a = wp;
+    g.a = w.raw();
     g.lda = k;
     g.b = xp;
     g.ldb = k;

@@ -13,10 +13,7 @@ namespace lingbot::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// Output rows (of w) per block, that many 16-byte loads in flight per thread: 4, or 8 for int8
-// weights, whose rows of 2048 fill only half the threads with 16-byte pieces.
-template <class W>
-constexpr int kRowsOf = sizeof(W) == 1 ? 8 : 4;
+constexpr int kRows = 4;  // output rows (of w) per block: that many 16-byte loads in flight
 
 // Eight bf16 or four floats of a 16-byte load, as floats.
 __device__ __forceinline__ void unpack(const uint4& v, float (&f)[8]) {
@@ -27,13 +24,6 @@ __device__ __forceinline__ void unpack(const uint4& v, float (&f)[8]) {
     f[2 * i] = p.x;
     f[2 * i + 1] = p.y;
   }
-}
-// Sixteen int8 weights of a row-quantized matrix, as floats (the row's scale applied at the end).
-__device__ __forceinline__ void unpack(const uint4& v, float (&f)[16]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 16; ++i)
-    f[i] = static_cast<float>(static_cast<int8_t>(w[i / 4] >> (8 * (i % 4))));
 }
 __device__ __forceinline__ void unpack(const uint4& v, float (&f)[4]) {
   f[0] = __uint_as_float(v.x);
@@ -63,14 +53,8 @@ __device__ __forceinline__ void load_x(const X* p, float (&f)[E]) {
       f[i + 2] = v.z;
       f[i + 3] = v.w;
     }
-  } else if constexpr (E % 8 == 0) {
-#pragma unroll
-    for (int i = 0; i < E; i += 8) {
-      float h[8];
-      unpack(*reinterpret_cast<const uint4*>(p + i), h);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) f[i + j] = h[j];
-    }
+  } else if constexpr (E == 8) {
+    unpack(*reinterpret_cast<const uint4*>(p), f);
   } else {  // four bf16 inputs against four F32 weights: an 8-byte load
     const uint2 v = *reinterpret_cast<const uint2*>(p);
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
@@ -84,7 +68,6 @@ __device__ __forceinline__ void load_x(const X* p, float (&f)[E]) {
 
 struct GemvParams {
   const void* w;
-  const float* w_scale;  // int8 weights: each row's scale
   const void* x;
   const void* bias;
   void* y;
@@ -98,18 +81,15 @@ struct GemvParams {
 
 // Block b computes rows [b * kRows, b * kRows + kRows) of w for all M rows of x; its threads
 // split K in 16-byte chunks (one chunk per thread per row at K = 2048 bf16), then the block sums.
-// X is F32 or BF16, W F32, BF16 or int8 (rows scaled by w_scale after the sum: half the bytes of
-// bf16 for the camera head's trunk); M is the number of input rows, 1..4. kNorm > 0 (F32 rows of
-// K = 32 kNorm into bf16 or int8 weights): the input is LayerNorm(x) as the LayerNorm kernel
-// writes it, its statistics found by the block's first M warps (warp_row_stats, a few KB of x per
-// block), so the camera head's norms need no launch of their own.
+// X is F32 or BF16, W F32 or BF16; M is the number of input rows, 1..4. kNorm > 0 (F32 rows of
+// K = 32 kNorm, bf16 weights): the input is LayerNorm(x) as the LayerNorm kernel writes it, its
+// statistics found by the block's first M warps (warp_row_stats, a few KB of x per block), so
+// the camera head's norms need no launch of their own.
 template <class W, class X, int M, int kNorm>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
   await_inputs();
-  constexpr int kRows = kRowsOf<W>;
   constexpr int E = 16 / sizeof(W);  // weights per 16-byte load
-  static_assert(kNorm == 0 || (E % 8 == 0 && sizeof(X) == 4),
-                "LayerNorm'd inputs: F32 into bf16 or int8");
+  static_assert(kNorm == 0 || (E == 8 && sizeof(X) == 4), "LayerNorm'd inputs: F32 into bf16");
   const W* w = static_cast<const W*>(p.w);
   const X* x = static_cast<const X*>(p.x);
   const int row0 = blockIdx.x * kRows;
@@ -146,16 +126,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     for (int i = 0; i < M; ++i) {
       load_x<X, E>(x + i * p.k + c * E, xv[i]);
       if constexpr (kNorm > 0) {
+        float raw[E];
 #pragma unroll
-        for (int e0 = 0; e0 < E; e0 += 8) {
-          float raw[8], o[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) raw[e] = xv[i][e0 + e];
-          normalize8(raw, stats[i][0], stats[i][1], p.norm.w, p.norm.wt, p.norm.b, p.norm.bt,
-                     c * E + e0, o);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) xv[i][e0 + e] = o[e];
-        }
+        for (int e = 0; e < E; ++e) raw[e] = xv[i][e];
+        normalize8(raw, stats[i][0], stats[i][1], p.norm.w, p.norm.wt, p.norm.b, p.norm.bt, c * E,
+                   xv[i]);
       }
       round_x<W, X, E>(xv[i]);
     }
@@ -187,7 +162,6 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
   float v = 0.f;
 #pragma unroll
   for (int j = 0; j < kThreads / 32; ++j) v += red[j][t];
-  if constexpr (sizeof(W) == 1) v *= p.w_scale[row];
   if (p.bias) v += load_elt(p.bias, p.bias_t, row);
   v = act_apply(v, p.act);
   const int64_t o = static_cast<int64_t>(i) * p.n + row;
@@ -197,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
 
 template <class W, class X, int kNorm = 0>
 void launch(const GemvParams& p, cudaStream_t s) {
-  const unsigned grid = static_cast<unsigned>((p.n + kRowsOf<W> - 1) / kRowsOf<W>);
+  const unsigned grid = static_cast<unsigned>((p.n + kRows - 1) / kRows);
   switch (p.m) {
     case 1:
       launch_kernel(gemv_kernel<W, X, 1, kNorm>, grid, kThreads, 0, s, p);
@@ -230,50 +204,27 @@ bool gemv_disabled() {
 
 bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
           int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s,
-          const RowNorm* norm, const float* w_scale) {
+          const RowNorm* norm) {
   if (gemv_disabled() || m < 1 || m > kGemvMaxRows || n < 1 || n > (1 << 30)) return false;
-  if ((!w_scale && wt != kF32 && wt != kBF16) || (xt != kF32 && xt != kBF16)) return false;
+  if ((wt != kF32 && wt != kBF16) || (xt != kF32 && xt != kBF16)) return false;
   // Whole 16-byte loads of every row of w and x.
-  const int64_t per_load = w_scale ? 16 : wt == kF32 ? 4 : 8;
+  const int64_t per_load = wt == kF32 ? 4 : 8;
   if (k % per_load != 0 || k % 8 != 0 || !aligned16(w) || !aligned16(x)) return false;
-  GemvParams p{w,  w_scale, x,   bias,      y, k, static_cast<int>(n), static_cast<int>(m),
-               bt, yt,      act, accumulate};
+  GemvParams p{w, x, bias, y, k, static_cast<int>(n), static_cast<int>(m), bt, yt, act, accumulate};
   if (norm) {
     p.norm = *norm;
     // The LayerNorm kernel's rows: F32 of 1024 or 2048, its vectors 16-byte aligned.
-    if (xt != kF32 || (!w_scale && wt != kBF16) || (k != 1024 && k != 2048) ||
-        (norm->w && !aligned16(norm->w)) || (norm->b && !aligned16(norm->b)))
+    if (xt != kF32 || wt != kBF16 || (k != 1024 && k != 2048) || (norm->w && !aligned16(norm->w)) ||
+        (norm->b && !aligned16(norm->b)))
       return false;
-    if (w_scale)
-      k == 1024 ? launch<int8_t, float, 32>(p, s) : launch<int8_t, float, 64>(p, s);
-    else
-      k == 1024 ? launch<__nv_bfloat16, float, 32>(p, s) : launch<__nv_bfloat16, float, 64>(p, s);
+    k == 1024 ? launch<__nv_bfloat16, float, 32>(p, s) : launch<__nv_bfloat16, float, 64>(p, s);
     return true;
   }
-  if (w_scale)
-    xt == kF32 ? launch<int8_t, float>(p, s) : launch<int8_t, __nv_bfloat16>(p, s);
-  else if (wt == kBF16)
+  if (wt == kBF16)
     xt == kF32 ? launch<__nv_bfloat16, float>(p, s) : launch<__nv_bfloat16, __nv_bfloat16>(p, s);
   else
     xt == kF32 ? launch<float, float>(p, s) : launch<float, __nv_bfloat16>(p, s);
   return true;
-}
-
-namespace {
-__global__ void dequantize_rows_kernel(const int8_t* __restrict__ q, const float* __restrict__ s,
-                                       __nv_bfloat16* __restrict__ out, int64_t n, int64_t k) {
-  await_inputs();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * k;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(s[i / k] * static_cast<float>(q[i]));
-}
-}  // namespace
-
-void dequantize_rows(const void* q, const float* scale, void* out, int64_t n, int64_t k,
-                     cudaStream_t s) {
-  if (n * k == 0) return;
-  launch_kernel(dequantize_rows_kernel, grid_for(n * k, 256), 256, 0, s,
-                static_cast<const int8_t*>(q), scale, static_cast<__nv_bfloat16*>(out), n, k);
 }
 
 }  // namespace lingbot::cuda
