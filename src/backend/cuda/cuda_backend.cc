@@ -328,20 +328,18 @@ class CudaBackend final : public Backend {
                             Tensor& normed, const Tensor& w, const Tensor* b, Tensor& y,
                             Act act) override {
     const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
-    if (m <= cuda::kGemvMaxRows) {  // the token-wide products go straight to LayerNorm + GEMM
-      cuda::RowNorm rn;
-      rn.w = norm_w ? norm_w->raw() : nullptr;
-      rn.wt = norm_w ? elt_of(norm_w->dtype(), "layer_norm weight") : kF32;
-      rn.b = norm_b ? norm_b->raw() : nullptr;
-      rn.bt = norm_b ? elt_of(norm_b->dtype(), "layer_norm bias") : kF32;
-      rn.eps = eps;
-      const Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
-      // gemv declines (queuing nothing) every case but F32 rows into bf16 weights it can take.
-      if (cuda::gemv(x.raw(), elt_of(x.dtype(), "linear input"), w.raw(),
-                     elt_of(w.dtype(), "linear weight"), b ? b->raw() : nullptr, bt, y.raw(),
-                     elt_of(y.dtype(), "linear output"), m, n, k, act, false, s(), &rn))
-        return;
-    }
+    cuda::RowNorm rn;
+    rn.w = norm_w ? norm_w->raw() : nullptr;
+    rn.wt = norm_w ? elt_of(norm_w->dtype(), "layer_norm weight") : kF32;
+    rn.b = norm_b ? norm_b->raw() : nullptr;
+    rn.bt = norm_b ? elt_of(norm_b->dtype(), "layer_norm bias") : kF32;
+    rn.eps = eps;
+    const Elt bt = b ? elt_of(b->dtype(), "linear bias") : kF32;
+    // gemv declines (queuing nothing) every case but F32 rows into bf16 weights it can take.
+    if (cuda::gemv(x.raw(), elt_of(x.dtype(), "linear input"), w.raw(),
+                   elt_of(w.dtype(), "linear weight"), b ? b->raw() : nullptr, bt, y.raw(),
+                   elt_of(y.dtype(), "linear output"), m, n, k, act, false, s(), &rn))
+      return;
     Backend::do_layer_norm_linear(x, norm_w, norm_b, eps, normed, w, b, y, act);
   }
 
