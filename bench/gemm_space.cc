@@ -1,9 +1,10 @@
 // Times cuBLASLt's whole configuration space at the transformer's token GEMMs, not only the
 // heuristic's few candidates: every algorithm id, tile, stage count, split-K (1, 2, 3, 4), CTA
 // swizzle and cluster shape that cublasLtMatmulAlgoCheck accepts, each run on random operands and
-// timed. It answers whether a configuration the heuristic never offers would run these shapes
-// faster (their tile counts fill the multiprocessors poorly: at M = 978 a 128 x 128 tiling of a
-// 1024-wide output is 64 CTAs on 132 multiprocessors). Links cuBLASLt and the runtime only.
+// timed. It answers whether a configuration the heuristic never offers runs these shapes faster,
+// e.g. a tiling that fills the multiprocessors better at M = 978 (a 128 x 128 tiling of a
+// 1024-wide output would be 64 CTAs on 132). It describes the problems as the engine's gemm.cc
+// issues them (keep the two in step); it links cuBLASLt and the runtime only.
 // Usage: lingbot_gemm_space [tokens, default 978] [top configurations shown, default 5]
 // Output: per problem the heuristic's first choice and the fastest configurations, in us, with
 // their largest difference from the first choice's output (split-K sums in another order).
