@@ -21,6 +21,9 @@ void check_size(const std::string& what, uint64_t w, uint64_t h, size_t max_pixe
 // One decoder per format (png.cpp, jpeg.cpp), orientation applied.
 ImageU8 decode_png(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels);
 ImageU8 decode_jpeg(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels);
+// The bytes of a PNG up to the first chunk whose declared data runs past the end (all of them
+// when every chunk fits, or after IEND): what decode_png hands libpng.
+size_t png_bytes_that_fit(const uint8_t* data, size_t size);
 
 // EXIF orientation (image_orientation.cpp), from a format's EXIF block and XMP packet.
 int resolve_orientation(const std::vector<uint8_t>& exif, const std::vector<char>& xmp);

@@ -53,6 +53,31 @@ void png_on_read(png_structp png, png_bytep out, size_t n) {
   src->pos += n;
 }
 
+}  // namespace
+
+// libpng allocates a chunk's declared length before it reads the data, and its limit on that
+// (user_chunk_malloc_max) is only a warning on read: a few bytes claiming a 2 GB text chunk
+// would get 2 GB. No chunk can hold more than the file does, so libpng only sees the bytes up to
+// the first chunk whose data would run past the end: it then stops at that chunk's header with
+// the same "ends early" error, before allocating anything.
+size_t png_bytes_that_fit(const uint8_t* data, size_t size) {
+  size_t p = 8;  // the signature
+  while (size >= 8 && p <= size - 8) {
+    const size_t len = size_t(data[p]) << 24 | size_t(data[p + 1]) << 16 |
+                       size_t(data[p + 2]) << 8 | size_t(data[p + 3]);
+    // A header libpng refuses by itself (a length past 2^31 - 1, a type that is not four
+    // letters) keeps its own error; only a well-formed chunk that runs past the end is cut.
+    const auto letter = [](uint8_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; };
+    if (len > 0x7fffffff || !std::all_of(data + p + 4, data + p + 8, letter)) break;
+    if (len > size - p - 8) return p;
+    if (std::memcmp(data + p + 4, "IEND", 4) == 0) break;
+    p += 12 + len;
+  }
+  return size;
+}
+
+namespace {
+
 struct PngHeader {
   png_uint_32 width, height;
   int bit_depth, color_type, interlace;
@@ -217,7 +242,7 @@ void png_row_to_rgb(const uint8_t* in, uint8_t* out, int w, const PngHeader& h,
 ImageU8 decode_png(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels) {
   PngSource src{};
   src.data = data;
-  src.size = size;
+  src.size = png_bytes_that_fit(data, size);
   png_structp png =
       png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : nullptr;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/image.h"
+#include "io/image_codec.h"
 #include "lingbot/error.h"
 #include "test_util.h"
 
@@ -488,6 +489,28 @@ TEST_F(ImageIo, TruncatedFiles) {
   const ImageU8 whole = decode_image(jpg.data(), jpg.size(), "big.jpg");
   jpg.insert(jpg.end(), 100, 0x42);
   EXPECT_EQ(decode_image(jpg.data(), jpg.size(), "big.jpg").rgb, whole.rgb);
+}
+
+// A chunk that claims more data than the file holds ends what libpng is given, so it cannot make
+// libpng allocate that claim (2 GB for a few hundred bytes, found by the image fuzzer).
+TEST_F(ImageIo, PngChunkLongerThanTheFileIsTruncationNotAnAllocation) {
+  const std::vector<uint8_t> full = read_bytes(test::fixtures_dir() + "/preproc/real0.png");
+  ASSERT_GT(full.size(), 33u);
+  EXPECT_EQ(codec::png_bytes_that_fit(full.data(), full.size()), full.size());
+  std::vector<uint8_t> after_end = full;  // bytes after IEND are not chunks
+  after_end.insert(after_end.end(), 100, 0xff);
+  EXPECT_EQ(codec::png_bytes_that_fit(after_end.data(), after_end.size()), after_end.size());
+
+  // Signature and IHDR (33 bytes), then a text chunk claiming 0x6e000000 bytes with 20 present.
+  std::vector<uint8_t> lying(full.begin(), full.begin() + 33);
+  const uint8_t text[] = {0x6e, 0, 0, 0, 't', 'E', 'X', 't'};
+  lying.insert(lying.end(), text, text + sizeof text);
+  lying.insert(lying.end(), 20, 'a');
+  EXPECT_EQ(codec::png_bytes_that_fit(lying.data(), lying.size()), 33u);
+  const std::string e = error_of([&] { decode_image(lying.data(), lying.size(), "lying.png"); });
+  EXPECT_EQ(e.rfind("lying.png: the PNG data ends early", 0), 0u) << e;
+  // Too short for any chunk: nothing to cut.
+  EXPECT_EQ(codec::png_bytes_that_fit(full.data(), 5), 5u);
 }
 
 TEST_F(ImageIo, ListImagesNaturalOrder) {
