@@ -36,8 +36,9 @@
 // fp16 pairs (repacking the halves costs what the pairs save, and 11 bits are too few for large
 // scores), FMA-pipe polynomials and queries in registers were measured and lost, and so did S of
 // tile t + 1 in flight during the softmax of tile t: the second score tile fits only three
-// consumers (or 32-key tiles), and fewer queries per K/V tile cost more than the overlap won
-// (docs/PERFORMANCE.md).
+// consumers (or 32-key tiles), and fewer queries per K/V tile cost more than the overlap won.
+// S as two 32-key halves (the first half's exponentials starting early) lost 9 %, and deeper
+// producer rings 2-3 %: the consumers do not wait for tiles (docs/PERFORMANCE.md).
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
