@@ -63,8 +63,7 @@ void png_on_read(png_structp png, png_bytep out, size_t n) {
 size_t png_bytes_that_fit(const uint8_t* data, size_t size) {
   size_t p = 8;  // the signature
   while (size >= 8 && p <= size - 8) {
-    const size_t len = size_t(data[p]) << 24 | size_t(data[p + 1]) << 16 |
-                       size_t(data[p + 2]) << 8 | size_t(data[p + 3]);
+    const size_t len = png_get_uint_32(data + p);
     // A header libpng refuses by itself (a length past 2^31 - 1, a type that is not four
     // letters) keeps its own error; only a well-formed chunk that runs past the end is cut.
     const auto letter = [](uint8_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; };
