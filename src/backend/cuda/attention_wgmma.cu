@@ -38,7 +38,8 @@
 // tile t + 1 in flight during the softmax of tile t: the second score tile fits only three
 // consumers (or 32-key tiles), and fewer queries per K/V tile cost more than the overlap won.
 // S as two 32-key halves (the first half's exponentials starting early) lost 9 %, and deeper
-// producer rings 2-3 %: the consumers do not wait for tiles (docs/PERFORMANCE.md).
+// producer rings 2-3 % (copying further ahead gained nothing: the consumers were not waiting for
+// tiles; docs/PERFORMANCE.md).
 //
 // The CTAs of one head and key range differ only in their query tile and are adjacent in launch
 // order, so they stream the same K/V rows at about the same time and share them through L2.
