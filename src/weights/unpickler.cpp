@@ -228,6 +228,13 @@ class Reader {
           Value* obj = top();
           if (state->kind == Kind::None) break;
           if (obj->kind == Kind::Dict && state->kind == Kind::Dict) {
+            // A dict updated with itself is unchanged. Every other merge copies the state's
+            // items, which one memoised state merged over and over would multiply without
+            // bytes to describe them; a real checkpoint merges each state once, so its copies
+            // never outnumber its bytes.
+            if (state == obj) break;
+            copied_ += state->items.size();
+            if (copied_ > size_) fail("BUILD copies more items than the pickle holds");
             obj->items.insert(obj->items.end(), state->items.begin(), state->items.end());
             break;
           }
@@ -363,6 +370,7 @@ class Reader {
   const uint8_t* data_;
   size_t size_;
   size_t pos_ = 0, op_at_ = 0;
+  size_t copied_ = 0;  // items BUILD copied from one dict into another
   const Hooks& hooks_;
   const std::string& what_;
   std::shared_ptr<Arena> arena_;

@@ -15,6 +15,7 @@
 #include "test_util.h"
 #include "weights/checkpoint.h"
 #include "weights/safetensors.h"
+#include "weights/unpickler.h"
 #include "weights/zip_reader.h"
 
 namespace lingbot {
@@ -333,6 +334,38 @@ TEST(TorchPt, HostilePicklesAreErrorsNotCrashes) {
         std::string("\x80\x02K\x01K\x02s."), std::string("\x80\x09N."),
         std::string("\x80\x02\xff."), std::string("\x80\x02cos\nsys")}) {
     EXPECT_THROW(parse_pickle(bad), Error) << testing::PrintToString(bad);
+  }
+}
+
+// Merging a dict into another copies its items; a pickle must not get more items that way than
+// its own bytes describe (found by the fuzzer: a dict merged into itself 40 times needed 2^40).
+TEST(TorchPt, PicklesThatMultiplyTheirItemsAreRefused) {
+  const pickle::Hooks none;
+  Pickle self;  // {1: 2}, then 40 times DUP + BUILD: the dict updated with itself, unchanged
+  self.op('}').i(1).i(2).op('s');
+  for (int k = 0; k < 40; ++k) self.op('2').op('b');
+  const std::string self_bytes = self.op('.').b;
+  const pickle::Result r = pickle::unpickle(reinterpret_cast<const uint8_t*>(self_bytes.data()),
+                                            self_bytes.size(), none, "self");
+  ASSERT_EQ(r.root->kind, pickle::Kind::Dict);
+  EXPECT_EQ(r.root->items.size(), 2u);
+
+  Pickle again;  // a memoised state of 200 items merged into one dict 1000 times
+  again.op('}').op('(');
+  for (int k = 0; k < 100; ++k) again.i(static_cast<uint8_t>(k)).i(0);
+  again.op('u').op('q').b += '\x00';
+  again.op('}');
+  for (int k = 0; k < 1000; ++k) {
+    again.op('h').b += '\x00';
+    again.op('b');
+  }
+  const std::string again_bytes = again.op('.').b;
+  try {
+    pickle::unpickle(reinterpret_cast<const uint8_t*>(again_bytes.data()), again_bytes.size(), none,
+                     "again");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BUILD copies more items"), std::string::npos) << e.what();
   }
 }
 
