@@ -18,6 +18,7 @@
 #include "lingbot/preflight.h"
 #include "lingbot/profile.h"
 #include "pipeline.h"
+#include "preflight_text.h"
 
 namespace lingbot::cli {
 namespace {
@@ -272,6 +273,24 @@ int bench(const BenchArgs& a) {
                 "--height and --width must be multiples of 14");
   LINGBOT_CHECK(a.frames >= a.stream.scale_frames, "--frames must be at least --scale-frames");
   using clock = Clock;
+  {  // A CPU bench of the released model takes minutes: say how long before it starts.
+    const RunPlan plan{.engine = a.engine,
+                       .height = a.height,
+                       .width = a.width,
+                       .frames = int64_t{a.frames} * a.streams,
+                       .stream = a.stream};
+    const Preflight p = preflight(plan);
+    const double total = p.time.scale_block_seconds() * 2 * a.streams +
+                         p.time.frame_seconds() * (a.frames + a.warmup) * a.streams;
+    if (p.time.rate > 0)
+      std::fprintf(stderr,
+                   "bench: %s x %d streams, warm-up then %d frames each; estimated ~%.0f s "
+                   "(%.2f s a frame) on %s\n",
+                   a.engine.arch.c_str(), a.streams, a.frames, total, p.time.frame_seconds(),
+                   p.time.device.c_str());
+    if (const std::string h = cpu_size_hint(plan, p); !h.empty())
+      std::fprintf(stderr, "%s\n", h.c_str());
+  }
   const auto t_load = clock::now();
   auto engine = Engine::create(a.engine);
   const double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
@@ -397,7 +416,8 @@ void add_bench(CLI::App& app) {
   sub->add_option("--model", a->engine.model, "weights")->capture_default_str();
   sub->add_option("--arch", a->engine.arch, "architecture")->capture_default_str();
   sub->add_option("--device", a->engine.device, "cpu, cuda or cuda:N")->capture_default_str();
-  sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)");
+  sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)")
+      ->check(kNonNegative);
   sub->add_option("--precision", a->engine.precision,
                   "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on H100/H200)")
       ->capture_default_str();

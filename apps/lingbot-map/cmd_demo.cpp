@@ -25,7 +25,7 @@ struct DemoArgs {
   int frames = 24, width = 140, height = 112;
   int64_t max_special_frames = -1;  // -1: auto (64 beyond 320 frames, else all)
   std::string out = "lingbot-demo";
-  bool quiet = false, render = true;
+  bool quiet = false, no_render = false;
   ExportArgs exports{.formats = "all"};
 };
 
@@ -96,6 +96,11 @@ class RenderedSource final : public FrameSource {
   std::atomic<int64_t> render_ns_{0};
 };
 
+// The program as it was called (build/lingbot-map from a checkout), for the commands suggested.
+std::string program() {
+  return command_line().empty() ? std::string("lingbot-map") : command_line().front();
+}
+
 int demo(const DemoArgs& a) {
   LINGBOT_CHECK(a.width % 14 == 0 && a.height % 14 == 0,
                 "--width and --height must be multiples of 14");
@@ -110,6 +115,8 @@ int demo(const DemoArgs& a) {
   o.exports = export_options(a.exports, frame_name);
   const std::string frames_dir = a.out + "/frames";
   std::error_code ec;
+  std::filesystem::create_directories(a.out, ec);
+  claim_output_folder(a.out, /*overwrite=*/true);  // the demo's folder: a new demo replaces it
   std::filesystem::create_directories(frames_dir, ec);
   if (ec) throw Error("cannot create " + frames_dir + ": " + ec.message());
   EngineOptions eo = a.engine;
@@ -124,12 +131,14 @@ int demo(const DemoArgs& a) {
                               : a.frames > 320          ? 64
                                                         : 0;
   o.stream = stream;
+  const nlohmann::json record = run_record(*engine, eo, o, "demo", a.frames);
+  write_run_record(a.out, record);
   const RunReport s = run_with_progress(*engine, source, o, a.quiet);
+  write_run_record(a.out, record, &s);
   std::printf(
       "demo: %lld frames (%dx%d) in %.1f s, %.2f frames/s on %s\n"
       "  input frames:  %s/\n  predictions:   %s/predictions.safetensors\n"
-      "Synthetic weights give meaningless geometry: this shows the pipeline, not the model.\n"
-      "With a real checkpoint: lingbot-map run --model lingbot-map.pt --input FRAMES --out DIR\n",
+      "Synthetic weights give meaningless geometry: this shows the pipeline, not the model.\n",
       static_cast<long long>(s.frames), a.width, a.height, s.seconds, s.fps(),
       engine->info().backend.c_str(), frames_dir.c_str(), a.out.c_str());
   if (stream.keyframe_interval > 1 || stream.max_special_frames > 0)
@@ -140,7 +149,7 @@ int demo(const DemoArgs& a) {
   if (!o.exports.formats.empty())
     std::printf("  exports:       %s/ (%s)\n", a.out.c_str(), join(o.exports.formats).c_str());
   if (s.stopped) return 130;  // interrupted: the files of the frames before are written
-  if (a.render) {
+  if (!a.no_render) {
     // The result drawn as `lingbot-map render DIR --camera static` would (an overview: the
     // synthetic cameras jump about too much to follow).
     const auto t0 = std::chrono::steady_clock::now();
@@ -153,6 +162,13 @@ int demo(const DemoArgs& a) {
                 v.path.c_str(), v.video ? "" : "/frame_NNNNNN.png",
                 static_cast<long long>(v.frames), secs);
   }
+  std::printf(
+      "  run.json says how it was made; everything in %s/ is the demo's and is replaced by the "
+      "next one.\n"
+      "Look at it:   %s view %s   (then open http://127.0.0.1:8080/)\n"
+      "Real model:   download lingbot-map-long.pt (README, \"Getting the model\"), then\n"
+      "              %s run --model lingbot-map-long.pt --input FRAMES_OR_VIDEO --out result/\n",
+      a.out.c_str(), program().c_str(), a.out.c_str(), program().c_str());
   return 0;
 }
 
@@ -174,7 +190,7 @@ void add_demo(CLI::App& app) {
                   "special tokens of only this many evicted frames (0 = all; default: 64 beyond "
                   "320 frames, else all)");
   sub->add_flag("--quiet", a->quiet, "no per-frame progress");
-  sub->add_flag("!--no-render", a->render,
+  sub->add_flag("--no-render", a->no_render,
                 "no fly-through video of the result (DIR/fly.mp4, or PNG frames in DIR/fly/)");
   add_export_options(sub, a->exports);
   commands().push_back({sub, [a] { return demo(*a); }});

@@ -77,7 +77,8 @@ void add_preprocess(CLI::App& app) {
       "preprocess", "Write the model-input frames (resized, cropped or padded) as PNG files");
   sub->add_option("--input", args->input, "image file or folder of .png/.jpg/.jpeg images")
       ->required();
-  sub->add_option("--mode", args->mode, "crop (default) or pad")
+  // --preprocess as in `run`; --mode, its first name, still works.
+  sub->add_option("--preprocess,--mode", args->mode, "crop (default) or pad")
       ->check(CLI::IsMember({"crop", "pad"}));
   sub->add_option("--out", args->out, "output folder (created if missing)")->required();
   sub->add_option("--size", args->size, "target size, a multiple of 14 (default 518)");

@@ -34,7 +34,7 @@ struct RunArgs {
   ExportArgs exports;
   std::string mode = "streaming";
   int window_size = 64, overlap = 16, overlap_keyframes = -1;
-  bool no_preflight = false, dry_run = false;
+  bool no_preflight = false, dry_run = false, overwrite = false;
   double memory_limit_gb = 0;  // > 0: the memory the run may use, instead of what is free
   double fps = 10;             // video files, as the reference demo's default
   int stride = 1;
@@ -115,6 +115,10 @@ void check_fits(const PlannedRun& p, const RunArgs& a, const Engine& engine) {
 
 int run(const RunArgs& a) {
   const PreprocessMode mode = parse_mode(a.preprocess);
+  // The model sees patches of 14 pixels: a width that is not a multiple would fail inside it.
+  if (mode != PreprocessMode::None && (a.size < 14 || a.size % 14 != 0))
+    throw Error("--size " + std::to_string(a.size) +
+                " is not a positive multiple of the patch size 14 (e.g. 518, 504, 280)");
   if (a.mode != "streaming" && a.mode != "windowed")
     throw Error("unknown --mode '" + a.mode + "' (streaming or windowed)");
   const bool windowed = a.mode == "windowed";
@@ -145,7 +149,10 @@ int run(const RunArgs& a) {
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
   if (stream.keyframe_interval == 0) stream.keyframe_interval = auto_keyframe_interval(frames);
-  if (!a.dry_run) prepare_output_folder(a.out);
+  if (!a.dry_run) {
+    prepare_output_folder(a.out);
+    claim_output_folder(a.out, a.overwrite);
+  }
   // The size the model sees is known only after preprocessing (a video keeps the frame, so the
   // run does not decode it again).
   std::optional<PlannedRun> pre;
@@ -193,6 +200,10 @@ int run(const RunArgs& a) {
     }
     const std::string note = growth_note(pre->estimate);
     if (fits && !note.empty()) std::printf("%s\n", note.c_str());
+    if (const std::string t = describe_time(pre->plan, pre->estimate); !t.empty())
+      std::printf("%s\n", t.c_str());
+    if (const std::string h = cpu_size_hint(pre->plan, pre->estimate); !h.empty())
+      std::printf("%s\n", h.c_str());
     if (disk_need)
       std::printf("predictions.safetensors: ~%s on disk, %s free in %s\n",
                   format_gb(disk_need).c_str(), format_gb(disk_free).c_str(), a.out.c_str());
@@ -211,7 +222,26 @@ int run(const RunArgs& a) {
                           a.exports.conf_threshold);
     o.sinks.push_back(viewer_sink(*viewer, std::max<int64_t>(0, input->count())));
   }
+  // What the run will cost, from the first second: the estimate, then the model's load.
+  if (pre && !a.quiet) {
+    std::fprintf(stderr, "%s%s: ~%s\n", describe_run(pre->plan, pre->estimate).c_str(),
+                 describe_cached(pre->plan, pre->estimate).c_str(),
+                 format_gb(pre->need().total).c_str());
+    for (const std::string& line :
+         {describe_time(pre->plan, pre->estimate), cpu_size_hint(pre->plan, pre->estimate)})
+      if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  const auto load_start = std::chrono::steady_clock::now();
+  if (!a.quiet)
+    std::fprintf(stderr, "loading %s on %s ...\n", a.engine.model.c_str(), a.engine.device.c_str());
   auto engine = Engine::create(a.engine);
+  if (!a.quiet) {
+    const ModelInfo mi = engine->info();
+    std::fprintf(
+        stderr, "loaded %s (%.0fM parameters, %s, %s) in %.1f s\n", mi.arch.c_str(),
+        mi.parameters / 1e6, mi.backend.c_str(), mi.compute.c_str(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  }
   if (pre) check_fits(*pre, a, *engine);
   o.stream = stream;
   if (windowed) {
@@ -220,7 +250,10 @@ int run(const RunArgs& a) {
       if (!a.quiet) std::fprintf(stderr, "%s\n", line);
     };
   }
+  const nlohmann::json record = run_record(*engine, a.engine, o, a.input, input->count());
+  write_run_record(a.out, record);
   const RunReport r = run_with_progress(*engine, *input, o, a.quiet, a.json);
+  write_run_record(a.out, record, &r);
   if (windowed)
     std::printf("%lld frames in %lld windows, %.2f s; wrote %s/predictions.safetensors\n",
                 static_cast<long long>(r.frames), static_cast<long long>(r.windows), r.seconds,
@@ -248,7 +281,7 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
       ->required();
   sub->add_option("--arch", e.arch, "lingbot-map or tiny (default: from the checkpoint)");
   sub->add_option("--device", e.device, "cpu, cuda or cuda:N")->capture_default_str();
-  sub->add_option("--threads", e.threads, "CPU threads (0 = all cores)");
+  sub->add_option("--threads", e.threads, "CPU threads (0 = all cores)")->check(kNonNegative);
   sub->add_option("--precision", e.precision,
                   "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on H100/H200)")
       ->capture_default_str();
@@ -317,6 +350,8 @@ void add_run(CLI::App& app) {
                   "windowed: overlap in keyframes (wins over --overlap)");
   sub->add_option("--size", a->size, "model input width for crop/pad")->capture_default_str();
   sub->add_option("--out", a->out, "output folder")->required();
+  sub->add_flag("--overwrite", a->overwrite,
+                "replace the results of an earlier run in --out (only the files runs write)");
   sub->add_option("--cache-stats", a->cache_stats,
                   "write KV-cache counters per frame (JSON lines)");
   sub->add_flag("--quiet", a->quiet, "no per-frame progress or timing summary");

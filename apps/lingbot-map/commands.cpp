@@ -7,6 +7,20 @@ std::vector<Command>& commands() {
   return all;
 }
 
+namespace {
+std::vector<std::string>& arguments() {
+  static std::vector<std::string> all;
+  return all;
+}
+}  // namespace
+
+void set_command_line(int argc, char** argv) {
+  arguments().assign(argv, argv + argc);
+}
+const std::vector<std::string>& command_line() {
+  return arguments();
+}
+
 void register_commands(CLI::App& app) {
   add_run(app);
   add_demo(app);
@@ -17,6 +31,7 @@ void register_commands(CLI::App& app) {
   add_view(app);
   add_render(app);
   add_serve(app);
+  add_version(app);
 }
 
 int run_selected(CLI::App& app) {

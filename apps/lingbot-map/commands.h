@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "lingbot/engine.h"
@@ -16,6 +17,9 @@ struct Command {
 };
 
 std::vector<Command>& commands();
+// The program's arguments as typed (for run.json), set once by main.
+void set_command_line(int argc, char** argv);
+const std::vector<std::string>& command_line();
 void register_commands(CLI::App& app);
 int run_selected(CLI::App& app);
 
@@ -30,5 +34,6 @@ void add_convert(CLI::App& app);
 void add_view(CLI::App& app);
 void add_render(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_version(CLI::App& app);
 
 }  // namespace lingbot::cli

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <optional>
 
+#include "commands.h"
 #include "lingbot/error.h"
+#include "lingbot/lingbot_c.h"
 
 namespace lingbot::cli {
 namespace {
@@ -148,6 +150,17 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
       progress->update(++done, r.keyframe);
     };
   }
+  if (!options.warn)
+    options.warn = [&](const char* line) {
+      if (progress) progress->done();  // a line of its own on a terminal
+      std::fprintf(stderr, "lingbot-map: warning: %s\n", line);
+    };
+  // Nothing arrives before the scale block has run: say so, or the first seconds look stuck.
+  if (!quiet && !options.windowed && options.stream.scale_frames > 1 && source.count() != 1)
+    std::fprintf(stderr,
+                 "phase 1: the first %d frames run together as the scale block; per-frame "
+                 "results follow\n",
+                 options.stream.scale_frames);
   StopOnSignal signals;
   options.stop = [user = std::move(options.stop)] { return g_stop.load() || (user && user()); };
   RunReport report;
@@ -158,7 +171,12 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
     throw;
   }
   if (progress) progress->done();
-  if (!quiet) std::fprintf(stderr, "%s\n", describe(report).c_str());
+  if (!quiet) {
+    std::fprintf(stderr, "%s\n", describe(report).c_str());
+  } else {  // what the outputs left out is said even so
+    for (const std::string& note : report.notes)
+      std::fprintf(stderr, "lingbot-map: warning: %s\n", note.c_str());
+  }
   if (report.stopped && !source.live())
     std::fprintf(stderr, "lingbot-map: interrupted after %lld frames; their results are in %s\n",
                  static_cast<long long>(report.frames),
@@ -169,6 +187,74 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
     if (!f) throw Error("cannot write " + json);
   }
   return report;
+}
+
+void claim_output_folder(const std::string& dir, bool overwrite) {
+  const std::vector<std::string> found = existing_run_outputs(dir);
+  if (found.empty()) return;
+  if (!overwrite) {
+    std::string some;
+    for (size_t i = 0; i < found.size() && i < 3; ++i) some += (i ? ", " : "") + found[i];
+    throw Error(dir + " holds the results of another run (" + some +
+                    (found.size() > 3 ? ", ..." : "") +
+                    "): choose another --out, or --overwrite to replace them",
+                ErrorKind::InvalidArgument);
+  }
+  remove_run_outputs(dir);
+}
+
+nlohmann::json run_record(const Engine& engine, const EngineOptions& options, const RunOptions& run,
+                          const std::string& input, int64_t frames) {
+  const ModelInfo info = engine.info();
+  const StreamOptions& s = run.stream;
+  nlohmann::json j = {{"version", lingbot_version()},
+                      {"command", command_line()},
+                      {"input", input},
+                      {"frames_expected", frames},
+                      {"model",
+                       {{"path", options.model},
+                        {"arch", info.arch},
+                        {"parameters", info.parameters},
+                        {"backend", info.backend},
+                        {"device", options.device},
+                        {"compute", info.compute},
+                        {"kv_cache", info.kv_cache}}},
+                      {"mode", run.windowed ? "windowed" : "streaming"},
+                      {"stream",
+                       {{"scale_frames", s.scale_frames},
+                        {"window", s.window},
+                        {"keyframe_interval", s.keyframe_interval},
+                        {"camera_iterations", s.camera_iterations},
+                        {"flow_threshold", s.flow_threshold},
+                        {"max_non_keyframe_gap", s.max_non_keyframe_gap},
+                        {"max_special_frames", s.max_special_frames}}},
+                      {"exports", run.exports.formats},
+                      {"complete", false}};
+  if (run.windowed)
+    j["windowed"] = {{"window_size", run.windowed->window_size},
+                     {"overlap", run.windowed->overlap}};
+  return j;
+}
+
+void write_run_record(const std::string& dir, nlohmann::json record, const RunReport* report) {
+  if (report) {
+    record["complete"] = !report->stopped;
+    record["frames"] = report->frames;
+    record["windows"] = report->windows;
+    record["seconds"] = report->seconds;
+    record["frames_per_second"] = report->fps();
+    record["stopped"] = report->stopped;
+  }
+  // Replaced whole: a reader never sees half a file.
+  const std::string path = dir + "/run.json", tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << record.dump(2) << "\n";
+    if (!f) throw Error("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write " + path + ": " + ec.message());
 }
 
 }  // namespace lingbot::cli

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -48,5 +49,17 @@ std::string join(const std::vector<std::string>& items);  // "a, b, c"
 // run finishes with the frames read so far (`stopped` in the report; a second one stops at once).
 RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions options, bool quiet,
                             const std::string& json = "");
+
+// An output folder holds one run. Throws Error when `dir` holds another run's outputs (see
+// existing_run_outputs) unless `overwrite`, which removes those outputs and nothing else.
+void claim_output_folder(const std::string& dir, bool overwrite);
+
+// run.json in `dir`: what made the results there (the command line, the version, the model,
+// the options; once done, the frames and the timing), for whoever opens the folder later.
+// Written when the run starts ("complete": false) and again when it ends; replaced whole.
+nlohmann::json run_record(const Engine& engine, const EngineOptions& options, const RunOptions& run,
+                          const std::string& input, int64_t frames);
+void write_run_record(const std::string& dir, nlohmann::json record,
+                      const RunReport* report = nullptr);
 
 }  // namespace lingbot::cli

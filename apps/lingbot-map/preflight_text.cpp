@@ -1,5 +1,6 @@
 #include "preflight_text.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace lingbot::cli {
@@ -81,6 +82,47 @@ std::string explain_shortfall(const RunPlan& plan, const MemoryEstimate& need, s
     tries = "try " + tries;
   return "needs ~" + format_gb(need.total) + " (" + describe_terms(need) + "), " +
          format_gb(available) + " available: " + tries;
+}
+
+namespace {
+// "0.42 s", "35 ms", "2 min 10 s".
+std::string format_seconds(double s) {
+  char b[48];
+  if (s < 1)
+    std::snprintf(b, sizeof b, "%.0f ms", s * 1e3);
+  else if (s < 100)
+    std::snprintf(b, sizeof b, "%.2g s", s);
+  else if (s < 3600)
+    std::snprintf(b, sizeof b, "%d min %02d s", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(b, sizeof b, "%.1f h", s / 3600);
+  return b;
+}
+}  // namespace
+
+std::string describe_time(const RunPlan& plan, const Preflight& p) {
+  const TimeEstimate& t = p.time;
+  if (!(t.rate > 0)) return "";
+  std::string s = "time estimate: ~" + format_seconds(t.frame_seconds()) +
+                  " a frame once the window is full, ~" + format_seconds(t.scale_block_seconds()) +
+                  " for the scale block (on " + t.device + ")";
+  if (plan.frames > 0 && !plan.windowed) {
+    const double scale = std::min<double>(plan.frames, std::max(plan.stream.scale_frames, 1));
+    s += "; ~" +
+         format_seconds(t.scale_block_seconds() + (plan.frames - scale) * t.frame_seconds()) +
+         " for " + std::to_string(plan.frames) + " frames at most";
+  }
+  return s;
+}
+
+std::string cpu_size_hint(const RunPlan& plan, const Preflight& p) {
+  if (is_cuda_device(plan.engine.device) || p.time.frame_seconds() < 2) return "";
+  return "the model is large for a CPU: a smaller input (--size 280: ~" +
+         std::to_string(int(100.0 * 280 * 280 / (double(plan.width) * plan.width) + 0.5)) +
+         " % of the pixels) or a GPU (--device cuda) is faster" +
+         (plan.engine.model.rfind("synthetic:", 0) == 0
+              ? "; with synthetic weights, --arch tiny runs the small test architecture"
+              : "");
 }
 
 }  // namespace lingbot::cli

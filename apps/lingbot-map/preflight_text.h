@@ -27,5 +27,11 @@ std::string growth_note(const Preflight& p);
 // One line for a run that does not fit in `available` bytes: the numbers, and the flag values
 // of the milder settings that would make it fit.
 std::string explain_shortfall(const RunPlan& plan, const MemoryEstimate& need, size_t available);
+// "time estimate: ~0.42 s a frame once the window is full, ~2.1 s for the scale block (on the
+// CPU (2 threads, OpenBLAS)); ~11 s for 24 frames", or "" when the rate is unknown.
+std::string describe_time(const RunPlan& plan, const Preflight& p);
+// On a CPU with the released architecture: one line on what a smaller input or the tiny
+// architecture would give; else "".
+std::string cpu_size_hint(const RunPlan& plan, const Preflight& p);
 
 }  // namespace lingbot::cli

@@ -47,6 +47,9 @@ class ResultSink {
   // finish a frame in every earlier sink before this one adds it, so that an interrupted run
   // never lists a file that is not there.
   virtual bool refers_to_earlier() const { return false; }
+  // After finish(): what the output left out, for the run's report (frames or points skipped
+  // because the format cannot hold non-finite values); empty when nothing.
+  virtual std::string notes() const { return {}; }
 };
 
 // File name (relative, PNG) of frame `index` in images/, depth/ and confidence/.
@@ -124,6 +127,15 @@ struct ExportOptions {
 // "tum,kitti,json,depth,depth_f32,ply,glb,images,colmap,nerfstudio", "all" or "none" (or empty);
 // throws Error naming an unknown entry.
 std::vector<std::string> parse_export_list(const std::string& list);
+
+// The files and folders (relative to the output folder) that a run writes there: run.json,
+// predictions.safetensors and its partial files, and every export's. A folder holding any of
+// them holds a run; replacing it removes these and nothing else (remove_run_outputs).
+const std::vector<std::string>& run_output_names();
+// Those of run_output_names() present in `dir`.
+std::vector<std::string> existing_run_outputs(const std::string& dir);
+// Removes them from `dir`; throws Error naming the first that cannot be removed.
+void remove_run_outputs(const std::string& dir);
 
 // In an order in which every sink that refers_to_earlier() comes after the files it names.
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options);

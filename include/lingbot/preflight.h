@@ -77,8 +77,22 @@ struct RunPlan {
   ResultOutputs results;                    // what the outputs keep on the host
 };
 
+// What a run will cost in time: the FLOPs of its steps counted from the architecture, over the
+// rate this device sustains (on the CPU a short matrix product measured once a process, about
+// 0.2 s; on a GPU its stated bf16 peak), each scaled by the fraction of it that whole steps
+// reached in our runs. A planning figure, within about a factor of two.
+struct TimeEstimate {
+  double frame_flops = 0;        // one streamed frame with the window full
+  double scale_block_flops = 0;  // the first step: the scale frames together
+  double rate = 0;               // FLOP/s a step is expected to sustain here; 0 = unknown
+  std::string device;            // what the rate is of, for messages
+  double frame_seconds() const;
+  double scale_block_seconds() const;
+};
+
 struct Preflight {
   MemoryEstimate need;
+  TimeEstimate time;
   DType compute = DType::F32;   // the dtype the engine will compute in
   DType kv_cache = DType::F32;  // ... and store the KV cache in (F8E4M3: the fp8 cache)
   // Frames the caches hold at the peak: of the run, or of one window in windowed mode.

@@ -56,6 +56,9 @@ struct RunOptions {
   // far are finished and every output is written; the report says `stopped`.
   std::function<bool()> stop;
   std::function<void(const char*)> log;  // a line per window in windowed mode
+  // Called once, at the first frame whose results hold a non-finite value (pose, intrinsics,
+  // depth or confidence: a diverging model or a bad checkpoint); the report counts them all.
+  std::function<void(const char*)> warn;
 };
 
 // Where the time went. The device thread's wall time splits into device (its steps), waiting
@@ -79,6 +82,11 @@ struct RunReport {
   // time between consecutive results over the same frames.
   double latency_p50_ms = 0, latency_p99_ms = 0, frame_ms = 0;
   bool latency_steady = false;
+  // Frames whose results hold a non-finite value, and the first few of them; what each output
+  // left out for them (formats that cannot hold such values skip those frames or points).
+  int64_t non_finite_frames = 0;
+  std::vector<int64_t> first_non_finite;
+  std::vector<std::string> notes;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 

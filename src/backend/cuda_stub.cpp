@@ -9,6 +9,9 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
 bool cuda_reads_fp8_kv(int) {
   return false;
 }
+bool cuda_peak_bf16_flops(int, double*, std::string*) {
+  return false;
+}
 std::unique_ptr<Backend> make_cuda_backend(int, std::string* why) {
   if (why) *why = "this build has no CUDA backend (configure with nvcc available)";
   return nullptr;

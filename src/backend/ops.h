@@ -285,5 +285,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why);
 // Backend::reads_fp8_kv of CUDA device `device`, without making a backend (false when there is
 // no such device or no CUDA build).
 bool cuda_reads_fp8_kv(int device);
+// The dense bf16 tensor-core rate of CUDA device `device` in FLOP/s from its properties (SMs x
+// clock x the FLOP per clock of its architecture), and its name; false when there is no such
+// device or no CUDA build. A stated peak, for estimates: kernels reach a fraction of it.
+bool cuda_peak_bf16_flops(int device, double* flops, std::string* name);
 
 }  // namespace lingbot

@@ -49,9 +49,11 @@ Tensor prepare(const Preprocessor& preprocess, const ImageU8& img, const std::st
 
 class FolderInput final : public FrameSource {
  public:
-  FolderInput(const std::string& dir, const SourceOptions& o, Preprocessor p)
+  // `dir` is a folder, or one image (a sequence of one frame).
+  FolderInput(const std::string& dir, const SourceOptions& o, Preprocessor p, bool one_image)
       : preprocess_(std::move(p)) {
-    const std::vector<std::string> all = list_images(dir);
+    const std::vector<std::string> all =
+        one_image ? std::vector<std::string>{dir} : list_images(dir);
     // The reference demo's order: the first K files, then every stride-th of those.
     const size_t k = o.first_k > 0 ? std::min<size_t>(o.first_k, all.size()) : all.size();
     for (size_t i = 0; i < k; i += static_cast<size_t>(std::max(1, o.stride)))
@@ -174,8 +176,10 @@ class VideoInput final : public FrameSource {
 
 std::unique_ptr<FrameSource> open_source(const std::string& input, const SourceOptions& options,
                                          Preprocessor preprocess) {
-  if (classify_input(input) == InputKind::Folder)
-    return std::make_unique<FolderInput>(input, options, std::move(preprocess));
+  const InputKind kind = classify_input(input);
+  if (kind == InputKind::Folder || kind == InputKind::Image)
+    return std::make_unique<FolderInput>(input, options, std::move(preprocess),
+                                         kind == InputKind::Image);
   return std::make_unique<VideoInput>(input, options, std::move(preprocess));
 }
 

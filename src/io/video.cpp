@@ -76,10 +76,7 @@ InputKind classify_input(const std::string& input) {
   if (fs::is_directory(st)) return InputKind::Folder;
   if (!fs::exists(st)) throw Error(input + ": no such file or folder", ErrorKind::NotFound);
   if (fs::is_character_file(st)) return InputKind::Live;
-  if (is_image_name(input))
-    throw Error(input +
-                " is an image; a source is a folder of images, a video file, a capture "
-                "device or a stream URL");
+  if (is_image_name(input)) return InputKind::Image;
   return InputKind::VideoFile;
 }
 

@@ -18,10 +18,10 @@ namespace lingbot {
 // Whether this build can decode video (FFmpeg libraries found at build time).
 bool video_supported();
 
-// What `run --input` names: a folder of images, a video file, or a live source (a capture
-// device such as /dev/video0, or a URL such as rtsp://...; an http(s) URL turns out to be a
-// plain file once opened when the server gives a seekable stream of known length).
-enum class InputKind { Folder, VideoFile, Live };
+// What `run --input` names: a folder of images, one image, a video file, or a live source (a
+// capture device such as /dev/video0, or a URL such as rtsp://...; an http(s) URL turns out to
+// be a plain file once opened when the server gives a seekable stream of known length).
+enum class InputKind { Folder, Image, VideoFile, Live };
 // Throws Error for a path that does not exist.
 InputKind classify_input(const std::string& input);
 

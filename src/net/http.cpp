@@ -108,8 +108,10 @@ void Listener::listen(const std::string& host, int port, const std::string& what
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
+    // Closing resets ec, so the reason is taken first.
+    const std::string reason = ec.message();
     acceptor_.close(ec);
-    throw Error(what + ": cannot listen on " + where + ": " + ec.message() + " (another --port?)");
+    throw Error(what + ": cannot listen on " + where + ": " + reason + " (another --port?)");
   }
   port_ = acceptor_.local_endpoint().port();
   loopback_ = address.is_loopback();

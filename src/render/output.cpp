@@ -99,11 +99,18 @@ RenderedVideo write_video(const Renderer& renderer, const std::string& out, int 
                           const std::function<void(int64_t, int64_t)>& progress) {
   LINGBOT_CHECK_ARG(!out.empty(), "no output named");
   LINGBOT_CHECK_ARG(fps >= 1 && fps <= 240, "the frame rate must be 1 to 240 frames/s");
+  std::error_code ec;
+  // x.gif would otherwise become a folder named x.gif: a name with another extension is taken
+  // for a file in a format that is not written, unless that folder exists already.
+  if (!render::is_video_name(out) && fs::path(out).has_extension() && !fs::is_directory(out, ec))
+    throw Error("cannot write " + out + ": " + fs::path(out).extension().string() +
+                    " is not a format render writes (a video: .mp4, .mkv, .mov, .avi or .webm; "
+                    "PNG frames: a folder name without extension)",
+                ErrorKind::InvalidArgument);
   if (!render::is_video_name(out)) return write_pngs(renderer, out, progress);
   if (!video_encoding_supported())  // fly.mp4 -> fly/frame_000000.png, ...
     return write_pngs(renderer, (fs::path(out).parent_path() / fs::path(out).stem()).string(),
                       progress);
-  std::error_code ec;
   if (fs::is_directory(out, ec))
     throw Error("cannot write " + out + ": it is a folder", ErrorKind::InvalidArgument);
   if (fs::path(out).has_parent_path()) sinks::make_folder(fs::path(out).parent_path().string());

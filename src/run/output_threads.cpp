@@ -110,4 +110,11 @@ std::vector<std::pair<std::string, double>> OutputThreads::busy() const {
   return b;
 }
 
+std::vector<std::string> OutputThreads::notes() const {
+  std::vector<std::string> n;
+  for (const auto& o : outputs_)
+    if (std::string note = o->sink->notes(); !note.empty()) n.push_back(std::move(note));
+  return n;
+}
+
 }  // namespace lingbot

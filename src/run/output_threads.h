@@ -34,6 +34,8 @@ class OutputThreads {
   bool empty() const { return outputs_.empty(); }
   // Seconds each output has worked, by name (outputs of one name add up).
   std::vector<std::pair<std::string, double>> busy() const;
+  // After finish(): each output's notes (what it left out), the empty ones omitted.
+  std::vector<std::string> notes() const;
 
  private:
   struct Item {

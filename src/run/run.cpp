@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -102,6 +103,7 @@ class Delivery {
   // `stats` only where a session's statistics are known (streaming).
   void deliver(const FrameResult& r, std::shared_ptr<const Tensor> frame, const CacheStats* stats) {
     const auto t0 = Clock::now();
+    if (!all_finite(r)) note_non_finite(r.index);
     if (stats && stats_.is_open()) write_cache_stats(stats_, r, *stats);
     if (!outputs_->empty()) {
       const auto t1 = Clock::now();
@@ -119,11 +121,29 @@ class Delivery {
   void finish(const std::string& input_error) {
     outputs_->finish();
     for (const auto& [name, seconds] : outputs_->busy()) report_.outputs[name] += seconds;
+    report_.notes = outputs_->notes();
     if (report_.frames == 0)
       throw Error(input_error.empty() ? "no frames to process" : input_error);
   }
 
  private:
+  static bool all_finite(const FrameResult& r) {
+    auto finite = [](const auto& a) {
+      return std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); });
+    };
+    return finite(r.pose_enc) && finite(r.c2w) && finite(r.intrinsics) && finite(r.depth) &&
+           finite(r.confidence);
+  }
+  void note_non_finite(int64_t index) {
+    if (report_.non_finite_frames++ == 0 && o_.warn) {
+      const std::string line = "frame " + std::to_string(index) +
+                               " has non-finite values in its results (the model's output); "
+                               "exports that cannot hold them skip them";
+      o_.warn(line.c_str());
+    }
+    if (report_.first_non_finite.size() < 5) report_.first_non_finite.push_back(index);
+  }
+
   const RunOptions& o_;
   RunReport& report_;
   std::shared_ptr<PredictionsWriter> predictions_;  // among the outputs; null without a folder
@@ -330,6 +350,13 @@ std::string describe(const RunReport& r) {
     s += "\n";
   }
   s += "slowest stage: " + slowest + " (" + ms(slowest_s, n) + " a frame)";
+  if (r.non_finite_frames) {
+    s += "\nnon-finite results in " + std::to_string(r.non_finite_frames) + " frame" +
+         (r.non_finite_frames == 1 ? "" : "s") + " (first:";
+    for (int64_t i : r.first_non_finite) s += " " + std::to_string(i);
+    s += ")";
+  }
+  for (const std::string& note : r.notes) s += "\n" + note;
   return s;
 }
 
@@ -351,7 +378,10 @@ std::string to_json(const RunReport& r) {
                               {"latency_p50_ms", r.latency_p50_ms},
                               {"latency_p99_ms", r.latency_p99_ms},
                               {"latency_steady", r.latency_steady},
-                              {"frame_ms", r.frame_ms}};
+                              {"frame_ms", r.frame_ms},
+                              {"non_finite_frames", r.non_finite_frames},
+                              {"first_non_finite", r.first_non_finite},
+                              {"notes", r.notes}};
   return j.dump();
 }
 

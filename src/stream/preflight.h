@@ -53,6 +53,9 @@ MilderSettings milder_settings(const ModelConfig& config, DType compute, int64_t
 // camera caches) when it is more than half of the estimate and no cap is set, else 0.
 size_t unbounded_growth(const MemoryEstimate& m, const StreamOptions& stream);
 
+// The time a run of `plan` on a model of `config` will take (time_estimate.cpp).
+TimeEstimate estimate_time(const RunPlan& plan, const ModelConfig& config);
+
 // Windowed mode resets the session before every window, so the caches never hold more than one
 // window: the peak is that of the longest window, however long the sequence, and the special
 // stream only holds what one window evicts past the sliding window. The functions below take

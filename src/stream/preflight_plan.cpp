@@ -23,6 +23,7 @@ ModelConfig planned_config(const EngineOptions& o) {
 Preflight preflight(const RunPlan& p) {
   const ModelConfig config = planned_config(p.engine);
   Preflight r;
+  r.time = estimate_time(p, config);
   r.compute = config.compute;
   r.kv_cache = config.kv_fp8 ? DType::F8E4M3 : config.compute;
   if (p.windowed) {

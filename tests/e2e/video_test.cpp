@@ -372,7 +372,7 @@ TEST_F(VideoCli, BadSourcesFailWithOneLine) {
   std::ofstream(path("notes.txt")) << "not a video\n";
   test::expect_clean_cli_failure(base + path("notes.txt"), "notes.txt");
   std::ofstream(path("photo.png")) << "x";
-  test::expect_clean_cli_failure(base + path("photo.png"), "is an image");
+  test::expect_clean_cli_failure(base + path("photo.png"), "photo.png");
   test::expect_clean_cli_failure(base + "rtsp://127.0.0.1:9/none", "rtsp://127.0.0.1:9/none");
   ASSERT_EQ(test::encode_test_video(path("clip.avi"), 70, 56, 4, 10, "mjpeg"), "");
   test::expect_clean_cli_failure(base + path("clip.avi") + " --realtime --mode windowed",

@@ -866,6 +866,26 @@ bool cuda_reads_fp8_kv(int device) {
   return cuda::runs_sm90a(prop);
 }
 
+bool cuda_peak_bf16_flops(int device, double* flops, std::string* name) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  int khz = 0;  // cudaDeviceProp::clockRate is gone from CUDA 13
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  // Dense bf16 with fp32 accumulation, FLOP per clock per SM, from the published peaks: A100
+  // and H100/H200 (and the data-centre Blackwells) run twice and four times the consumer parts.
+  const int cc = prop.major * 10 + prop.minor;
+  const double per_clock = cc == 80 ? 2048 : cc == 90 ? 4096 : cc == 100 ? 8192 : 512;
+  *flops = per_clock * prop.multiProcessorCount * khz * 1e3;
+  *name = prop.name;
+  return true;
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

@@ -48,6 +48,10 @@ class ColmapSink : public ResultSink {
 
   void add(const FrameResult& r, const Tensor* rgb) override {
     sinks::check_result(r);
+    if (!sinks::finite_camera(r)) {  // "inf" is no focal length COLMAP can read
+      ++skipped_.frames;
+      return;
+    }
     // COLMAP ids start at 1; each frame has its own camera because intrinsics vary per frame.
     const std::string id = std::to_string(r.index + 1);
     const auto& k = r.intrinsics;
@@ -62,7 +66,7 @@ class ColmapSink : public ResultSink {
     // Formatted in place: a frame has thousands of points.
     lines_.clear();
     voxels_.start_frame(r);
-    sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
+    skipped_.points += sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
       if (!voxels_.keep(p)) return;
       char b[128], *e = b + sizeof b;
       char* c = std::to_chars(b, e, ++next_point_).ptr;
@@ -85,6 +89,7 @@ class ColmapSink : public ResultSink {
     images_.close();
     points_.close();
   }
+  std::string notes() const override { return skipped_.note(name()); }
 
  private:
   void flush() {
@@ -99,6 +104,7 @@ class ColmapSink : public ResultSink {
   sinks::OutFile cameras_, images_, points_;
   int64_t next_point_ = 0;
   std::string lines_;
+  sinks::Skipped skipped_;
 };
 
 // transforms.json stays valid JSON after every frame: the closing brackets are overwritten by
@@ -118,6 +124,10 @@ class NerfstudioSink : public ResultSink {
   }
 
   void add(const FrameResult& r, const Tensor*) override {
+    if (!sinks::finite_camera(r)) {  // JSON has no inf: it would be written as null
+      ++skipped_.frames;
+      return;
+    }
     // nerfstudio cameras look down -z with y up (OpenGL): the camera's y and z axes flip.
     const auto& m = r.c2w;
     nlohmann::ordered_json t = nlohmann::ordered_json::array();
@@ -143,6 +153,7 @@ class NerfstudioSink : public ResultSink {
   }
 
   void finish() override { file_.close(); }
+  std::string notes() const override { return skipped_.note(name()); }
 
  private:
   static constexpr char kTail[] = "\n  ]\n}\n";
@@ -153,6 +164,7 @@ class NerfstudioSink : public ResultSink {
   NerfstudioOptions o_;
   FrameNamer name_;
   int64_t frames_ = 0;
+  sinks::Skipped skipped_;
 };
 
 }  // namespace

@@ -72,10 +72,16 @@ class GlbSink : public ResultSink {
 
   void add(const FrameResult& r, const Tensor* rgb) override {
     sinks::check_result(r);
+    // glTF accessors need finite bounds: a frame without a finite camera has neither points nor
+    // a frustum to draw.
+    if (!sinks::finite_camera(r)) {
+      ++skipped_.frames;
+      return;
+    }
     frame_positions_.clear();
     frame_colours_.clear();
     voxels_.start_frame(r);
-    sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
+    skipped_.points += sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
       if (!voxels_.keep(p)) return;
       frame_positions_.insert(frame_positions_.end(), {p.x, p.y, p.z});
       frame_colours_.insert(frame_colours_.end(), {p.rgb[0], p.rgb[1], p.rgb[2], 255});
@@ -101,6 +107,7 @@ class GlbSink : public ResultSink {
   void finish() override {
     if (written_frames_ != static_cast<int64_t>(cameras_.size())) write();
   }
+  std::string notes() const override { return skipped_.note(name()); }
 
  private:
   // Pyramids of the drawn cameras: apex at the centre, base on the image border (pixel u spans
@@ -247,6 +254,7 @@ class GlbSink : public ResultSink {
   std::string path_;
   PointOptions o_;
   sinks::VoxelFilter voxels_{o_};
+  sinks::Skipped skipped_;
   std::vector<float> positions_;  // x y z per point
   std::vector<uint8_t> colours_;  // r g b a per point
   std::array<float, 3> lo_{std::numeric_limits<float>::infinity(),

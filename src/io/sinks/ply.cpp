@@ -49,10 +49,14 @@ class PlySink : public ResultSink {
 
   void add(const FrameResult& r, const Tensor* rgb) override {
     sinks::check_result(r);
+    if (!sinks::finite_camera(r)) {  // every point of the frame would be non-finite
+      ++skipped_.frames;
+      return;
+    }
     buf_.clear();
     int64_t n = 0;
     voxels_.start_frame(r);
-    sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
+    skipped_.points += sinks::for_each_point(r, rgb, o_, [&](const sinks::Point& p) {
       if (!voxels_.keep(p)) return;
       put_f32(buf_, p.x);
       put_f32(buf_, p.y);
@@ -73,6 +77,7 @@ class PlySink : public ResultSink {
     file_.flush();
   }
 
+  std::string notes() const override { return skipped_.note(name()); }
   void finish() override {
     file_.truncate(header_bytes_ + points_ * static_cast<int64_t>(kVertexBytes));
     file_.close();
@@ -82,6 +87,7 @@ class PlySink : public ResultSink {
   sinks::OutFile file_;
   PointOptions o_;
   sinks::VoxelFilter voxels_{o_};
+  sinks::Skipped skipped_;
   int64_t count_offset_ = 0, header_bytes_ = 0, points_ = 0;
   std::string buf_;
 };

@@ -231,6 +231,25 @@ void VoxelFilter::grow() {
     if (k) stored_ += insert(k);
 }
 
+bool finite_camera(const FrameResult& r) {
+  auto finite = [](const auto& a) {
+    return std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); });
+  };
+  return finite(r.pose_enc) && finite(r.c2w) && finite(r.w2c) && finite(r.intrinsics) &&
+         r.intrinsics[0] > 0 && r.intrinsics[4] > 0;
+}
+
+std::string Skipped::note(const std::string& format) const {
+  if (frames == 0 && points == 0) return {};
+  std::string s = format + ": skipped ";
+  if (frames)
+    s += std::to_string(frames) + " frame" + (frames == 1 ? "" : "s") + " with non-finite cameras";
+  if (frames && points) s += " and ";
+  if (points)
+    s += std::to_string(points) + " point" + (points == 1 ? "" : "s") + " with non-finite values";
+  return s;
+}
+
 void check_result(const FrameResult& r) {
   const size_t n = static_cast<size_t>(std::max(r.height, 0)) * std::max(r.width, 0);
   LINGBOT_CHECK(r.height > 0 && r.width > 0 && r.depth.size() == n && r.confidence.size() == n,
@@ -286,6 +305,44 @@ ResultOutputs export_outputs(const ExportOptions& o) {
   return {.glb = has("glb"),
           .point_stride = o.points.stride,
           .voxel_filters = o.points.voxel > 0 ? has("ply") + has("glb") + has("colmap") : 0};
+}
+
+const std::vector<std::string>& run_output_names() {
+  // Keep in step with make_sinks, PredictionsWriter and the CLI's run.json.
+  static const std::vector<std::string> names = {"run.json",
+                                                 "predictions.safetensors",
+                                                 "predictions.safetensors.partial",
+                                                 "predictions.safetensors.conf.partial",
+                                                 "trajectory_tum.txt",
+                                                 "trajectory_kitti.txt",
+                                                 "frames.jsonl",
+                                                 "depth",
+                                                 "confidence",
+                                                 "depth_scale.json",
+                                                 "depth_f32",
+                                                 "confidence_f32",
+                                                 "points.ply",
+                                                 "points.glb",
+                                                 "images",
+                                                 "colmap",
+                                                 "transforms.json"};
+  return names;
+}
+
+std::vector<std::string> existing_run_outputs(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const std::string& name : run_output_names())
+    if (std::filesystem::exists(std::filesystem::path(dir) / name, ec)) found.push_back(name);
+  return found;
+}
+
+void remove_run_outputs(const std::string& dir) {
+  for (const std::string& name : existing_run_outputs(dir)) {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(dir) / name, ec);
+    if (ec) throw Error("cannot remove " + dir + "/" + name + ": " + ec.message());
+  }
 }
 
 std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {

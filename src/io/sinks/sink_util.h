@@ -70,16 +70,30 @@ struct Point {
   int u, v;  // the pixel it came from
 };
 
+// Whether a frame's camera can be written: pose, c2w, w2c and intrinsics finite, focal lengths
+// positive. A model can emit inf or NaN (a diverging run, a bad checkpoint); formats such as
+// COLMAP, nerfstudio and glTF cannot hold them, so their writers skip such frames.
+bool finite_camera(const FrameResult& r);
+
+// What an export left out because its format cannot hold non-finite values, for the run's
+// report: "ply: skipped 2 frames with non-finite cameras and 40 points with non-finite values".
+struct Skipped {
+  int64_t frames = 0, points = 0;
+  std::string note(const std::string& format) const;
+};
+
 // The world points of a frame as the reference viewer builds them: for pixel (u, v) with depth
 // d, X_cam = ((u - cx) d / fx, (v - cy) d / fy, d) in double, X_world = R X_cam + t stored as
-// float; kept when confidence > threshold, on the stride grid, and finite.
+// float; kept when confidence > threshold, on the stride grid, and finite (position and
+// confidence). Returns how many points above the threshold were dropped as non-finite.
 template <class F>
-void for_each_point(const FrameResult& r, const Tensor* rgb, const PointOptions& o, F&& emit) {
+int64_t for_each_point(const FrameResult& r, const Tensor* rgb, const PointOptions& o, F&& emit) {
   LINGBOT_CHECK(o.stride >= 1, "the point stride must be at least 1");
   const PixelColours colours(rgb, r);
   const double fx = r.intrinsics[0], cx = r.intrinsics[2], fy = r.intrinsics[4],
                cy = r.intrinsics[5];
   const auto& m = r.c2w;
+  int64_t non_finite = 0;
   for (int v = 0; v < r.height; v += o.stride)
     for (int u = 0; u < r.width; u += o.stride) {
       const int64_t i = static_cast<int64_t>(v) * r.width + u;
@@ -91,13 +105,18 @@ void for_each_point(const FrameResult& r, const Tensor* rgb, const PointOptions&
       p.x = static_cast<float>(m[0] * xc + m[1] * yc + m[2] * zc + m[3]);
       p.y = static_cast<float>(m[4] * xc + m[5] * yc + m[6] * zc + m[7]);
       p.z = static_cast<float>(m[8] * xc + m[9] * yc + m[10] * zc + m[11]);
-      if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(p.z)) continue;
+      if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(p.z) ||
+          !std::isfinite(conf)) {
+        ++non_finite;
+        continue;
+      }
       p.confidence = conf;
       p.rgb = colours.at(i);
       p.u = u;
       p.v = v;
       emit(p);
     }
+  return non_finite;
 }
 
 // Median of the finite positive depths on the stride grid; 0 when there is none.
