@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages the build and the tests need (skips what is present).
+#   scripts/setup.sh        everything (tests, benchmarks, Python, video, browser tests)
+#   scripts/setup.sh demo   what `scripts/demo.sh` needs: the compiler, the libraries the program
+#                           links, FFmpeg for the rendered video, and the viewer's
 set -euo pipefail
+# The program and the viewer (`lingbot-map view`); FFmpeg writes the demo's fly.mp4.
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libpng-dev zlib1g-dev libjpeg-dev libgtest-dev libbenchmark-dev clang
-          libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev
-          pybind11-dev python3-dev python3-numpy python3-pytest python3-skbuild
-          libboost-dev chromium python3-yaml)
+          libcli11-dev libpng-dev zlib1g-dev libjpeg-dev libboost-dev
+          libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev)
+if [[ ${1:-all} != demo ]]; then
+  packages+=(libgtest-dev libbenchmark-dev clang pybind11-dev python3-dev python3-numpy
+             python3-pytest python3-skbuild chromium python3-yaml)
+fi
 # The viewer's page is bundled with node's esbuild: Debian's nodejs and npm unless a node is
 # already installed (e.g. a newer one from elsewhere).
 command -v node >/dev/null || packages+=(nodejs npm)
