@@ -1,19 +1,16 @@
 // Paged attention: out[q, h] = softmax(q . K^T * scale) . V over the keys of every segment, read
-// in place through a small device table of segment pointers (no gather copy).
-//
-// Work split: grid (query tiles, heads, key splits). Each CTA streams one key range of one head
-// with an online softmax; when there is more than one split, CTAs write fp32 partial outputs and
-// their log-sum-exp and a merge kernel combines them. Splitting the keys is what fills the chip
-// when ~1000 queries x 16 heads alone make only a few hundred CTAs.
-//
+// in place through a small device table of segment pointers (no gather copy). Grid: (query
+// tiles, heads, key splits); each CTA streams one key range of one head with an online softmax,
+// and with more than one split a merge kernel combines the CTAs' fp32 partial outputs by their
+// log-sum-exp. Splitting the keys fills the chip where ~1000 queries x 16 heads make few CTAs.
 // Three kernels:
-//  * mma: head_dim 64, bf16 q/K/V. Tensor cores through mma.sync m16n8k16 (sm_80+), K/V tiles of
-//    64 keys double-buffered in shared memory with cp.async, swizzled so ldmatrix is conflict-free.
-//    Each warp owns 16 query rows; P stays in registers between the two products.
+//  * mma: head_dim 64, bf16 q/K/V, mma.sync m16n8k16 (sm_80+); 64-key K/V tiles double-buffered
+//    with cp.async, swizzled so ldmatrix is conflict-free; each warp owns 16 query rows and P
+//    stays in registers between the two products.
 //  * rows: up to 8 queries, head_dim 64 (f32), 128 or 256, f32 or bf16: the camera head's one
 //    query per frame against every cached frame, a bandwidth-bound stream of whole rows.
-//  * generic: any head_dim <= 256, f32 or bf16, one warp per query, fp32 CUDA cores. Used for the
-//    float32 mode and what the other two do not take.
+//  * generic: any head_dim <= 256, f32 or bf16, one warp per query on fp32 CUDA cores: the
+//    float32 mode and whatever the other two do not take.
 // On compute capability 9.0 the bf16 head_dim-64 case goes to the wgmma kernel of
 // attention_wgmma.cu instead (LINGBOT_ATTN_IMPL=mma|wgmma forces one of the two).
 #include <algorithm>

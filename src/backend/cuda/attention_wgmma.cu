@@ -1,48 +1,18 @@
-// Hopper (sm_90a) paged attention for head_dim 64, bf16 q/K/V, fp32 accumulation.
-//
-// One CTA = 256 queries of one head over one key range (split-KV as in attention.cu, same merge).
-// Five warpgroups:
-//  * the last (producer) gathers 64-key tiles of K and V through the segment table with cp.async
-//    into a ring of shared-memory stages and signals each stage on an mbarrier
-//    (cp.async.mbarrier.arrive). Pages are not multiples of the tile and rows of one head are
-//    2 KB apart, so a per-segment tensor map would either waste the ragged page ends or need
-//    ~160 maps; 16-byte copies keep any segment layout and land directly in the 128-byte swizzle
-//    that wgmma reads. It gives most of its registers to the consumers (setmaxnreg).
-//  * warpgroups 0-3 (consumers) own 64 query rows each. S = Q.K^T is wgmma m64n64k16 with both
-//    operands in shared memory; O += P.V is wgmma m64n64k16 with P in registers (the S
-//    accumulator layout is the A-fragment layout once packed to bf16) and V read transposed
-//    from its [key][dim] tile. Each consumer overlaps the softmax of tile t with the P.V of
-//    tile t-1 still running on the tensor cores.
-//
-// What bounds it (H200, 978 queries x 16 heads, 72k keys; docs/PERFORMANCE.md has the numbers):
-// per query-key pair there are 256 FLOPs of tensor work and one exponential, and at 16
-// exponentials per clock per SM against 4096 dense bf16 FLOPs per clock both units cap the
-// kernel at the same rate (about 1070 TFLOP/s at 1.98 GHz; 535 if they never overlap). Neither
-// is the limit yet: replacing the exponentials by a multiply changed nothing, while the issue
-// slots were half idle with warps waiting on dependent softmax steps. Four consumers instead of
-// two (more warps per scheduler to switch between) and half as many producer instructions per
-// FLOP took the kernel from ~360 to ~420 TFLOP/s. A quarter of the exponentials on an FMA-pipe
-// polynomial cost issue slots, the scarcer resource, and was removed.
-//
-// e4m3 K/V (the fp8 KV cache), the default: S = Q.K^T runs on e4m3 operands at twice the bf16
-// rate. The producer copies K rows straight into e4m3 tiles (64-byte swizzle) and V rows into a
-// raw ring, widening V to fp16 (exactly, one instruction per pair); each consumer rounds its
-// queries once to e4m3, every (row, head) scaled by a power of two that brings its largest value
-// near 448 (exact, and folded into that row's score scale). P.V stays on fp16 (P packed as fp16,
-// the overflow guard at 2^15); the head's K scale goes into the score scale and its V scale into
-// the final division. With S on e4m3 the exponentials outweigh the tensor work (1024 against 768
-// clocks per 64-key tile), yet the kernel is latency-bound before either: about one warp in four
-// is ready to issue. fp16-pair exponentials (the same 16 results a clock), scores accumulated as
-// fp16 pairs (repacking the halves costs what the pairs save, and 11 bits are too few for large
-// scores), FMA-pipe polynomials and queries in registers were measured and lost, and so did S of
-// tile t + 1 in flight during the softmax of tile t: the second score tile fits only three
-// consumers (or 32-key tiles), and fewer queries per K/V tile cost more than the overlap won.
-// S as two 32-key halves (the first half's exponentials starting early) lost 9 %, and deeper
-// producer rings 2-3 % (copying further ahead gained nothing: the consumers were not waiting for
-// tiles; docs/PERFORMANCE.md).
-//
-// The CTAs of one head and key range differ only in their query tile and are adjacent in launch
-// order, so they stream the same K/V rows at about the same time and share them through L2.
+// Hopper (sm_90a) paged attention for head_dim 64: bf16 queries, K/V in bf16 or e4m3 (the fp8 KV
+// cache), fp32 accumulation. One CTA = 256 queries of one head over one key range (split-KV and
+// merge as in attention.cu); CTAs of one head and key range are adjacent in launch order, so they
+// stream the same K/V rows at about the same time and share them through L2.
+//  * The producer warpgroup gathers 64-key K/V tiles through the segment table with 16-byte
+//    cp.async copies into a ring of shared-memory stages signalled on mbarriers: any page layout,
+//    landing straight in the wgmma swizzle (tensor maps would waste the ragged page ends). For
+//    e4m3 it copies K as stored and widens V to fp16 through a raw ring. It hands most of its
+//    registers to the consumers (setmaxnreg).
+//  * Four consumer warpgroups own 64 query rows each: S = Q.K^T and O += P.V as wgmma, P kept in
+//    registers (the S accumulator layout is the A-fragment layout once packed), the softmax of
+//    tile t overlapped with the P.V of tile t-1. On e4m3, S runs on e4m3 operands (queries rounded
+//    once, a power-of-two scale per row) and P.V on fp16.
+// Bound by each warp's chain of dependent softmax steps more than by the tensor or exponential
+// units; the measurements and the variants that lost: docs/perf-log/gpu-kernels.md.
 #include <cuda_fp8.h>
 
 #include <cmath>
@@ -94,9 +64,8 @@ using Cfg2x128 = Cfg<2, 128, 5, 0>;
 
 // Kernel variants (LINGBOT_ATTN_MODE, a bit mask): kDefault, and diagnoses that compute wrong
 // results on purpose to time the kernel with one part removed. Every variant keeps the running
-// maximum lazily (kLazy) and skips the tile maximum while no probability can overflow (kGuard);
-// the variants without them lost (467 against 415 TFLOP/s alone at 72k keys) and were removed,
-// and the bits keep the numbers of the tuning runs in docs/PERFORMANCE.md.
+// maximum lazily (kLazy) and skips the tile maximum while no probability can overflow (kGuard).
+// The bit values are the mode numbers that docs/perf-log/gpu-kernels.md quotes.
 enum Mode : int {
   kLazy = 4,        // the running maximum moves only when it grows by more than 2^8
   kNoLoad = 16,     // diagnosis: the producer copies nothing (wrong results)
@@ -314,7 +283,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[kSN], uint32_t (&p)[kSN 
 
 // S on bf16 operands, or (kE4m3, the fp8 KV cache) on e4m3 ones. P.V stays on bf16 or fp16:
 // e4m3 probabilities (3 mantissa bits, 2^17 of range) broke the full fixtures' parity
-// (pose_enc 8.6e-2 against a 3e-2 tolerance; docs/PERFORMANCE.md).
+// (pose_enc 8.6e-2 against a 3e-2 tolerance; docs/perf-log/gpu-h200.md).
 // dk, dv: the descriptors of the stage's K and V tiles.
 template <bool kE4m3, int kSN>
 __device__ __forceinline__ void issue_qk(float (&s)[kSN], uint64_t dq, uint64_t dk) {

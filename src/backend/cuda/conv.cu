@@ -1,27 +1,17 @@
 // Implicit-GEMM convolution on bf16 tensor cores: y[co, pixel] = sum over (tap, ci) of
-// w[co, tap, ci] * x[pixel shifted by tap, ci], fp32 accumulation. No column buffer: each CTA
-// copies its slice of the virtual im2col matrix straight from the input. This replaces im2col +
-// GEMM for the depth head's 3x3 convolutions, where the column buffer (9x the input, up to
-// 0.9 GB at 378x504) costs far more than the arithmetic.
-//
-// The input is first rewritten channels-last in bf16 (one transposing pass, a fraction of the
-// convolution's own reads): then every K step of a CTA, one tap and 32 consecutive channels of
-// 128 pixels, is 16-byte rows that cp.async copies in a 4-stage ring without passing through
-// registers, with zero fill at the borders. A first version gathered the planar f32 input with
-// scalar loads and rounded each value on the way into shared memory; that gather, not the
-// products, set its speed. An input that is an upsampled image (the depth head's full-resolution
-// stage) is written channels-last straight from the smaller image, never in F32 at full size.
-//
+// w[co, tap, ci] * x[pixel shifted by tap, ci], fp32 accumulation. No column buffer (9x the
+// input, up to 0.9 GB at 378x504): each CTA copies its slice of the virtual im2col matrix
+// straight from the input, rewritten channels-last in bf16 first (an upsampled input, the depth
+// head's full-resolution stage, is written channels-last straight from the smaller image). Each
+// K step, one tap and 32 consecutive channels of 128 pixels, is 16-byte rows that cp.async copies
+// into a 4-stage ring, zero-filled at the borders.
 // Tiling: 128 output pixels x BN output channels per CTA, 8 warps as 4 (pixels) x 2 (channels),
-// mma.sync m16n8k16. Layers with too few tiles to fill the device split K (the taps and input
-// channels) over CTAs: each split writes its partial sums and one more pass adds them in a fixed
-// order, so the result does not depend on scheduling. The weights are packed once per weight
-// tensor by the caller ([co rounded up to 128][tap][ci], bf16).
-//
+// mma.sync m16n8k16. Layers with too few tiles to fill the device split K over CTAs; one more
+// pass adds the partial sums in a fixed order, so the result does not depend on scheduling.
+// Weights are packed once per tensor by the caller ([co rounded up to 128][tap][ci], bf16).
 // On Hopper the layers with input channels in multiples of 64 and more than 64 (or at most 32)
 // outputs run a wgmma kernel instead (below): the same loads, 64 channels a K step, the products
-// issued by warpgroups from shared memory (a 108 x 144 refinenet convolution 81 -> 68 us, the split
-// 54 x 72 ones 38 -> 21 us).
+// issued by warpgroups from shared memory. Timings: docs/perf-log/gpu-kernels.md.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
