@@ -666,13 +666,12 @@ void attention(Context& ctx, const AttentionArgs& a) {
   // Kernel choice and tuning knobs for tests and benchmarks: LINGBOT_ATTN_IMPL=mma|wgmma forces
   // the tensor-core kernel (wgmma only where wgmma_supported; elsewhere it falls back to mma),
   // LINGBOT_ATTN_IMPL=generic the generic kernel where the row kernel would run,
-  // LINGBOT_ATTN_SPLITS forces the split count, LINGBOT_ATTN_WARPS picks 8 (128-query tiles, the
-  // default) or 4 (64-query tiles) warps per mma CTA. On H200 at 978 queries, 8 warps ran 220
-  // TFLOP/s against 181 for 4 (72k keys): each K/V tile fetched from L2 serves twice the queries.
+  // LINGBOT_ATTN_SPLITS forces the split count (backend/switches.h). The mma kernel runs 8 warps
+  // (128-query tiles): on H200 at 978 queries they ran 220 TFLOP/s against 181 for 4 warps (72k
+  // keys), each K/V tile fetched from L2 serving twice the queries.
   // The wgmma kernel keeps the running maximum in raw score units, which needs scale > 0.
-  const int forced_splits = env_int("LINGBOT_ATTN_SPLITS", 0);
-  const char* impl_env = std::getenv("LINGBOT_ATTN_IMPL");
-  const std::string impl = impl_env ? impl_env : "";
+  const int forced_splits = switches().attn_splits;
+  const std::string& impl = switches().attn_impl;
   all_aligned = all_aligned && kv_aligned;
   const bool tensor_cores = a.qkv_t == kBF16 && a.dim == kD && all_aligned;
   const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
@@ -689,10 +688,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
     launch_wgmma(ctx, k, forced_splits);
     used = "wgmma";
   } else if (tensor_cores) {
-    if (env_int("LINGBOT_ATTN_WARPS", 8) == 4)
-      launch_mma<4>(ctx, k, forced_splits);
-    else
-      launch_mma<8>(ctx, k, forced_splits);
+    launch_mma<8>(ctx, k, forced_splits);
     used = "mma";
   } else if (impl != "generic" && a.nq <= kRowsMaxQueries && all_aligned &&
              (a.dim == 128 || a.dim == 256 || (a.qkv_t == kF32 && a.dim == 64))) {

@@ -59,8 +59,6 @@ struct Cfg {
 // The default: 256 queries per CTA in four consumers, 64-key tiles. Four consumer warps per
 // scheduler hide each other's softmax latency, and every K/V tile serves 256 queries.
 using Cfg4x64 = Cfg<4, 64, 8, 112, 32>;
-// The earlier shape (LINGBOT_ATTN_SHAPE=2x128): 128 queries in two consumers, 128-key tiles.
-using Cfg2x128 = Cfg<2, 128, 5, 0>;
 
 // Kernel variants (LINGBOT_ATTN_MODE, a bit mask): kDefault, and diagnoses that compute wrong
 // results on purpose to time the kernel with one part removed. Every variant keeps the running
@@ -767,23 +765,19 @@ bool pick(int mode, Launch& l) {
 }
 
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {
-  // Tuning and diagnosis knobs: LINGBOT_ATTN_SHAPE=2x128 picks the earlier kernel shape (bf16
-  // K/V, kDefault only), LINGBOT_ATTN_MODE a variant of the default shape (enum Mode: kDefault,
-  // with the diagnoses kNoLoad and kNoSoftmax added).
-  const char* shape_env = std::getenv("LINGBOT_ATTN_SHAPE");
-  const bool wide = shape_env && std::string(shape_env) == "2x128";
-  const int mode = env_int("LINGBOT_ATTN_MODE", kDefault);
+  // Diagnosis knob: LINGBOT_ATTN_MODE (backend/switches.h) a variant of the kernel (enum Mode:
+  // kDefault, with the diagnoses kNoLoad and kNoSoftmax added).
+  const int mode = switches().attn_mode ? switches().attn_mode : int(kDefault);
   Launch l{};
   bool found;
-  if (k.kv_scales) {  // e4m3 K/V: the default shape, S on e4m3 and P.V on fp16
+  if (k.kv_scales) {  // e4m3 K/V: S on e4m3 and P.V on fp16
     found = pick<Cfg4x64, kDefault | kF8, kDefault | kF8 | kNoLoad, kDefault | kF8 | kNoSoftmax,
                  kDefault | kF8 | kNoSoftmax | kNoLoad>(mode | kF8, l);
   } else {
-    found = wide ? pick<Cfg2x128, kDefault>(mode, l)
-                 : pick<Cfg4x64, kDefault, kDefault | kNoLoad, kDefault | kNoSoftmax,
-                        kDefault | kNoSoftmax | kNoLoad>(mode, l);
+    found = pick<Cfg4x64, kDefault, kDefault | kNoLoad, kDefault | kNoSoftmax,
+                 kDefault | kNoSoftmax | kNoLoad>(mode, l);
   }
-  const std::string kind = k.kv_scales ? "e4m3" : (wide ? "2x128" : "4x64");
+  const std::string kind = k.kv_scales ? "e4m3" : "bf16";
   LINGBOT_CHECK(found, "LINGBOT_ATTN_MODE: no variant " + std::to_string(mode) + " of the " + kind +
                            " attention kernel");
   {

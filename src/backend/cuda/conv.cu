@@ -20,6 +20,7 @@
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/scratch.h"
+#include "backend/switches.h"
 
 namespace lingbot::cuda {
 namespace {
@@ -357,14 +358,13 @@ __global__ void sum_splits_kernel(const float* __restrict__ part, float* __restr
 ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a) {
   ConvPlan p;
   const int64_t npix = int64_t(a.ho) * a.wo, tiles_m = (npix + kBM - 1) / kBM;
-  // Read per call: tests switch them. LINGBOT_CONV_WGMMA=0 keeps the mma.sync kernel; a forced
-  // width of 64 is that kernel's, 32 either's (the wgmma kernel's for at most 32 outputs), 128
-  // either's, 256 the wgmma kernel's. Layers of at most 32 outputs take the 32-wide wgmma tile.
-  const char* env_wg = std::getenv("LINGBOT_CONV_WGMMA");
-  const char* env = std::getenv("LINGBOT_CONV_BN");
-  const int forced = env && *env ? std::atoi(env) : 0;
+  // Looked at per call: tests switch them. LINGBOT_CONV_WGMMA=0 keeps the mma.sync kernel; a
+  // forced width of 64 is that kernel's, 32 either's (the wgmma kernel's for at most 32 outputs),
+  // 128 either's, 256 the wgmma kernel's. Layers of at most 32 outputs take the 32-wide wgmma tile.
+  const BackendSwitches& sw = switches();
+  const int forced = sw.conv_bn;
   p.wgmma = sm90a && a.ci % kWBK == 0 && (a.co > 64 || a.co <= 32) && forced != 64 &&
-            !(forced == 32 && a.co > 32) && !(env_wg && std::strcmp(env_wg, "0") == 0);
+            !(forced == 32 && a.co > 32) && sw.conv_wgmma;
   if (p.wgmma) {
     p.bn = a.co <= 32 ? 32 : forced == 128 || forced == 256 ? forced : a.co > 128 ? 256 : 128;
   } else {
@@ -387,9 +387,8 @@ ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a) {
   const int64_t per_wave = p.wgmma && p.bn == 32 ? 2 * sms : sms;
   int64_t splits = ctas >= per_wave ? 1 : p.wgmma ? per_wave / ctas : (sms + ctas - 1) / ctas;
   splits = std::min<int64_t>({splits, ktiles / 4, kMaxSplits, budget / per_split});
-  const char* env_split = std::getenv("LINGBOT_CONV_SPLITS");  // tests force splitting
-  if (env_split && *env_split)
-    splits = std::min<int64_t>({std::atoi(env_split), ktiles, budget / per_split});
+  if (sw.conv_splits)  // tests force splitting
+    splits = std::min<int64_t>({sw.conv_splits, ktiles, budget / per_split});
   p.splits = static_cast<int>(std::max<int64_t>(1, splits));
   if (p.splits > 1) p.partial_bytes = size_t(p.splits) * per_split;
   return p;
