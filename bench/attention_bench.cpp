@@ -7,8 +7,8 @@
 // The attention dispatch's switches (backend/switches.h) are set per benchmark: the kernel
 // argument picks the implementation (mma or wgmma; on a GPU without wgmma the wgmma rows run the
 // mma kernel), the splits argument the key-split count (0 = automatic). LINGBOT_ATTN_MODE
-// (diagnostic wgmma variants that compute wrong results to time a part of the kernel alone) is
-// left to the caller's environment.
+// (diagnostic wgmma variants that compute wrong results to time a part of the kernel alone, in
+// builds with LINGBOT_KERNEL_LAB=ON) is left to the caller's environment.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

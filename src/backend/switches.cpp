@@ -39,7 +39,8 @@ const std::vector<SwitchInfo>& switch_table() {
       {"LINGBOT_ATTN_SPLITS", "0", "N > 0: attention splits the keys N ways (0: by occupancy)",
        [](BackendSwitches& s, const char* v) { s.attn_splits = std::atoi(v); }},
       {"LINGBOT_ATTN_MODE", "0",
-       "a diagnostic variant of the wgmma attention kernel (enum Mode), 0 the default",
+       "a diagnostic variant of the wgmma attention kernel (enum Mode); builds with "
+       "LINGBOT_KERNEL_LAB=ON only",
        [](BackendSwitches& s, const char* v) { s.attn_mode = std::atoi(v); }},
       {"LINGBOT_CONV_WGMMA", "1", "0: the mma.sync convolution kernel on sm_90a too",
        [](BackendSwitches& s, const char* v) { s.conv_wgmma = not_zero(v); }},

@@ -21,7 +21,7 @@ struct BackendSwitches {
   int cuda_verbose = 0;    // LINGBOT_CUDA_VERBOSE: 0 quiet, 1 counters and plans, 2 every attention
   std::string attn_impl;   // LINGBOT_ATTN_IMPL: "" automatic, "mma", "wgmma" or "generic"
   int attn_splits = 0;     // LINGBOT_ATTN_SPLITS: forced key splits of attention, 0 automatic
-  int attn_mode = 0;       // LINGBOT_ATTN_MODE: a diagnostic wgmma variant, 0 the default
+  int attn_mode = 0;       // LINGBOT_ATTN_MODE: a lab variant of the wgmma kernel, 0 the default
   bool conv_wgmma = true;  // LINGBOT_CONV_WGMMA: the wgmma convolution where the GPU has it
   int conv_bn = 0;         // LINGBOT_CONV_BN: forced output tile width (32/64/128/256), 0 automatic
   int conv_splits = 0;     // LINGBOT_CONV_SPLITS: forced split-K count of convolutions, 0 automatic
