@@ -4,12 +4,11 @@
 // latency overlaps the GPU work as it does in the model; the Time column is per batch and
 // us_per_call / TFLOPs are per call. Skipped without a CUDA device.
 //
-// Environment knobs read by the attention dispatch (for tuning runs): LINGBOT_ATTN_IMPL (mma or
-// wgmma), LINGBOT_ATTN_WARPS (4 or 8 warps per mma CTA), LINGBOT_ATTN_SHAPE (2x128: the earlier
-// wgmma shape), LINGBOT_ATTN_SPLITS (forced key-split count; 0 = automatic). The kernel argument
-// picks the first three; on a GPU without wgmma the wgmma rows run the mma kernel.
-// LINGBOT_ATTN_MODE (wgmma variants, including diagnostic ones that compute wrong results to time a
-// part of the kernel alone) is left to the caller's environment.
+// The attention dispatch's switches (backend/switches.h) are set per benchmark: the kernel
+// argument picks the implementation (mma or wgmma; on a GPU without wgmma the wgmma rows run the
+// mma kernel), the splits argument the key-split count (0 = automatic). LINGBOT_ATTN_MODE
+// (diagnostic wgmma variants that compute wrong results to time a part of the kernel alone, in
+// builds with LINGBOT_KERNEL_LAB=ON) is left to the caller's environment.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend/switches.h"
 
 namespace lingbot {
 namespace {
@@ -83,10 +83,6 @@ std::vector<KVSegment> streaming_segments(const Pool& p, int64_t keys) {
   return segs;
 }
 
-void set_env(const char* name, int64_t v) {
-  setenv(name, std::to_string(v).c_str(), 1);
-}
-
 // Times batches of attention calls of 978 bf16 queries over `segs` (after three untimed calls)
 // and reports the per-call time and rate; a call the backend refuses skips the benchmark.
 void time_attention(benchmark::State& state, Backend& be, const std::vector<KVSegment>& segs,
@@ -117,9 +113,8 @@ void time_attention(benchmark::State& state, Backend& be, const std::vector<KVSe
   state.counters["segments"] = static_cast<double>(segs.size());
 }
 
-// Args: keys, kernel (0 mma with 8 warps, 1 mma with 4 warps, 2 wgmma in the 4x64 shape, 4 in
-// the 2x128 shape; 3, a variant since removed, is not used so that the numbers name the same
-// kernels as in earlier measurements), forced splits (0 = automatic).
+// Args: keys, kernel (0 mma, 2 wgmma; 1, 3 and 4, variants since removed, are not used so that the
+// numbers name the same kernels as in earlier measurements), forced splits (0 = automatic).
 void BM_PagedAttentionBF16(benchmark::State& state) {
   std::string why;
   Backend* be = gpu(&why);
@@ -128,29 +123,22 @@ void BM_PagedAttentionBF16(benchmark::State& state) {
     return;
   }
   const int64_t keys = state.range(0), kernel = state.range(1);
-  setenv("LINGBOT_ATTN_IMPL", kernel >= 2 ? "wgmma" : "mma", 1);
-  set_env("LINGBOT_ATTN_WARPS", kernel == 1 ? 4 : 8);
-  setenv("LINGBOT_ATTN_SHAPE", kernel == 4 ? "2x128" : "4x64", 1);
-  set_env("LINGBOT_ATTN_SPLITS", state.range(2));
+  const BackendSwitches saved = switches();
+  switches().attn_impl = kernel >= 2 ? "wgmma" : "mma";
+  switches().attn_splits = static_cast<int>(state.range(2));
   time_attention(state, *be, streaming_segments(pool(*be, 72000), keys), keys);
-  for (const char* name :
-       {"LINGBOT_ATTN_IMPL", "LINGBOT_ATTN_WARPS", "LINGBOT_ATTN_SHAPE", "LINGBOT_ATTN_SPLITS"})
-    unsetenv(name);
+  switches() = saved;
 }
 BENCHMARK(BM_PagedAttentionBF16)
     ->ArgNames({"keys", "kernel", "splits"})
     ->Args({10000, 0, 0})
     ->Args({72000, 0, 0})
-    ->Args({72000, 1, 0})
     ->Args({10000, 2, 0})
     ->Args({72000, 2, 0})
     ->Args({72000, 2, 2})
     ->Args({72000, 2, 3})
     ->Args({72000, 2, 4})
-    ->Args({10000, 4, 0})
-    ->Args({72000, 4, 0})
-    ->Args({978, 2, 0})  // the frame and DINO blocks' key range (one segment) in both shapes
-    ->Args({978, 4, 0})
+    ->Args({978, 2, 0})  // the frame and DINO blocks' key range (one segment)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);
@@ -245,7 +233,6 @@ BENCHMARK(BM_LinearBF16)
 
 // The camera head's one-token linear layers: F32 token, bf16 weights, F32 bias and output (Args:
 // K, N, GELU, residual add). The time is the weight's bytes, so GB/s is the figure of merit.
-// LINGBOT_GEMV=0 times the cuBLASLt path (conversion, GEMM, bias/GELU pass) instead.
 void BM_CameraHeadLinear(benchmark::State& state) {
   std::string why;
   Backend* be = gpu(&why);
@@ -304,7 +291,8 @@ void BM_CameraHeadAttention(benchmark::State& state) {
   }
   constexpr int64_t kCamHeads = 16, kCamDim = 128, kChunk = 64;
   const int64_t frames = state.range(0);
-  if (state.range(1) == 1) setenv("LINGBOT_ATTN_IMPL", "generic", 1);
+  const std::string impl = switches().attn_impl;
+  if (state.range(1) == 1) switches().attn_impl = "generic";
   Tensor k = be->upload(random_host({frames + 1, kCamHeads, kCamDim}, 8), DType::F32);
   Tensor v = be->upload(random_host({frames + 1, kCamHeads, kCamDim}, 9), DType::F32);
   const size_t row = static_cast<size_t>(kCamHeads) * kCamDim * 4;
@@ -332,7 +320,7 @@ void BM_CameraHeadAttention(benchmark::State& state) {
     state.SetIterationTime(dt.count());
     total += dt.count();
   }
-  unsetenv("LINGBOT_ATTN_IMPL");
+  switches().attn_impl = impl;
   const double calls = static_cast<double>(state.iterations()) * kCalls;
   state.counters["us_per_call"] = total / calls * 1e6;
   state.counters["GBps"] = 2.0 * static_cast<double>(frames + 1) * row * 1e-9 * calls / total;

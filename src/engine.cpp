@@ -85,4 +85,25 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   return std::make_unique<EngineImpl>(options);
 }
 
+int cuda_device_index(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5 || device.size() > 8) return -1;
+  int n = 0;
+  for (size_t i = 5; i < device.size(); ++i) {
+    if (device[i] < '0' || device[i] > '9') return -1;
+    n = n * 10 + (device[i] - '0');
+  }
+  return n;
+}
+
+bool is_cuda_device(const std::string& device) {
+  return cuda_device_index(device) >= 0;
+}
+
+// The model was trained with video RoPE over 320 views, so a video of more frames caches every
+// ceil(frames / 320)-th one.
+int auto_keyframe_interval(int64_t frames) {
+  return frames > 320 ? static_cast<int>((frames + 319) / 320) : 1;
+}
+
 }  // namespace lingbot

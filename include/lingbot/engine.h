@@ -57,25 +57,12 @@ struct StreamOptions {
 
 // Whether `device` names a GPU ("cuda" or "cuda:N"), and which one (-1 for anything else, also
 // for a malformed index).
-inline int cuda_device_index(const std::string& device) {
-  if (device == "cuda") return 0;
-  if (device.rfind("cuda:", 0) != 0 || device.size() == 5 || device.size() > 8) return -1;
-  int n = 0;
-  for (size_t i = 5; i < device.size(); ++i) {
-    if (device[i] < '0' || device[i] > '9') return -1;
-    n = n * 10 + (device[i] - '0');
-  }
-  return n;
-}
-inline bool is_cuda_device(const std::string& device) {
-  return cuda_device_index(device) >= 0;
-}
+int cuda_device_index(const std::string& device);
+bool is_cuda_device(const std::string& device);
 
-// The reference demo's rule for long videos: the model was trained with video RoPE over 320
-// views, so a video of more frames caches every ceil(frames / 320)-th one.
-inline int auto_keyframe_interval(int64_t frames) {
-  return frames > 320 ? static_cast<int>((frames + 319) / 320) : 1;
-}
+// The keyframe interval of a stream of `frames` frames when none is given: the reference demo's
+// rule for long videos (src/engine.cpp).
+int auto_keyframe_interval(int64_t frames);
 
 struct FrameResult {
   int64_t index = 0;  // frame number in the sequence

@@ -1,8 +1,6 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "backend/scratch.h"
@@ -222,11 +220,7 @@ void Model::enqueue(const std::vector<Part>& parts) {
     // the depth head writes into its host slot. The camera heads (a long chain of small,
     // launch-bound kernels) run on the side queue beside the depth heads (large convolutions);
     // they share nothing but their inputs. Not while profiling, whose scopes time each alone.
-    static const bool side_queue = [] {
-      const char* e = std::getenv("LINGBOT_SIDE_QUEUE");  // 0: all in order, for comparison
-      return !(e && std::strcmp(e, "0") == 0);
-    }();
-    const bool side = side_queue && !Profile::enabled();
+    const bool side = !Profile::enabled();
     if (side) backend_.begin_side();
     // One camera-head call per run of sequences with the same iteration count (usually all of
     // them): its time is the bytes of its matrices, read once for every frame of the run.

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend/switches.h"
 #include "backend_bad_calls.h"
 #include "cache/kv_stream.h"
 #include "lingbot/error.h"
@@ -473,14 +474,14 @@ TEST(GpuOps, TunedLinearKeepsTheFirstChoicesBits) {
     const DType ydt = c.add ? DType::F32 : DType::BF16;
     Tensor got[2];
     for (int tuned = 0; tuned < 2; ++tuned) {
-      setenv("LINGBOT_GEMM_TUNE", tuned ? "1" : "0", 1);
+      switches().gemm_tune = tuned;
       got[tuned] = c.add ? gpu().upload(y0, ydt) : poisoned({m, c.n}, ydt);
       if (c.add)
         gpu().linear_add(gx, gw, &gb, got[tuned]);
       else
         gpu().linear(gx, gw, &gb, got[tuned], c.act);
     }
-    unsetenv("LINGBOT_GEMM_TUNE");
+    switches().gemm_tune = true;
     const Tensor h0 = gpu().download(got[0]), h1 = gpu().download(got[1]);
     EXPECT_EQ(std::memcmp(h0.raw(), h1.raw(), h0.nbytes()), 0) << "tuned bits differ";
     Tensor want = Tensor::zeros({m, c.n});
@@ -907,24 +908,18 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
   return s;
 }
 
-// The kernels a bf16 head_dim-64 call can take: mma.sync with 8 or 4 warps per CTA everywhere,
-// and the wgmma kernel in both its shapes on compute capability 9.0 (the backend's name ends in
-// "sm_90)").
+// The kernels a bf16 head_dim-64 call can take: mma.sync everywhere, and the wgmma kernel on
+// compute capability 9.0 (the backend's name ends in "sm_90)").
 struct AttnVariant {
-  const char* impl;             // LINGBOT_ATTN_IMPL
-  const char* warps;            // LINGBOT_ATTN_WARPS, mma only
-  const char* shape = nullptr;  // LINGBOT_ATTN_SHAPE, wgmma only
+  const char* impl;  // BackendSwitches::attn_impl (LINGBOT_ATTN_IMPL)
 };
 std::vector<AttnVariant> attention_variants(const KvSet& kv) {
   // Without tensor cores the default may be the row kernel (few queries); the generic kernel
   // is then compared too.
-  if (kv.dt == DType::F8E4M3) return {{"default", nullptr}};
-  if (kv.dt != DType::BF16 || kv.d != 64) return {{"default", nullptr}, {"generic", nullptr}};
-  std::vector<AttnVariant> v = {{"mma", "8"}, {"mma", "4"}};
-  if (gpu().name().find(", sm_90)") != std::string::npos) {
-    v.push_back({"wgmma", nullptr});
-    v.push_back({"wgmma", nullptr, "2x128"});
-  }
+  if (kv.dt == DType::F8E4M3) return {{"default"}};
+  if (kv.dt != DType::BF16 || kv.d != 64) return {{"default"}, {"generic"}};
+  std::vector<AttnVariant> v = {{"mma"}};
+  if (gpu().name().find(", sm_90)") != std::string::npos) v.push_back({"wgmma"});
   return v;
 }
 
@@ -962,17 +957,14 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
   Tensor gq = gpu().upload(q, qdt);
   const auto variants = attention_variants(kv);
   std::vector<Tensor> outs;
+  const std::string impl = switches().attn_impl;
   for (const auto& v : variants) {
-    setenv("LINGBOT_ATTN_IMPL", v.impl, 1);
-    if (v.warps) setenv("LINGBOT_ATTN_WARPS", v.warps, 1);
-    if (v.shape) setenv("LINGBOT_ATTN_SHAPE", v.shape, 1);
+    switches().attn_impl = v.impl;
     Tensor out = poisoned({nq, h, d}, out_dt);
     gpu().attention(gq, kv.dev_segs, scale, out);
     outs.push_back(gpu().download(out));
-    unsetenv("LINGBOT_ATTN_WARPS");
-    unsetenv("LINGBOT_ATTN_SHAPE");
   }
-  unsetenv("LINGBOT_ATTN_IMPL");
+  switches().attn_impl = impl;
 
   if (rows.empty()) {
     rows.resize(nq);
@@ -994,11 +986,7 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
     const auto a = test::compare(gs, want);
     EXPECT_LT(a.relative(), tol) << "nq=" << nq << " keys=" << kv.keys
                                  << " segments=" << kv.dev_segs.size() << " kernel "
-                                 << variants[v].impl << (variants[v].warps ? "/" : "")
-                                 << (variants[v].warps ? variants[v].warps : "")
-                                 << (variants[v].shape ? "/" : "")
-                                 << (variants[v].shape ? variants[v].shape : "")
-                                 << " max|ref|=" << a.max_abs_ref;
+                                 << variants[v].impl << " max|ref|=" << a.max_abs_ref;
     // Rows outside the checked subset must still have been written.
     for (int64_t i = 0; i < got.numel(); ++i)
       ASSERT_TRUE(std::isfinite(got.f32()[i]))
@@ -1036,10 +1024,10 @@ TEST(GpuOps, AttentionF32OtherHeadDims) {
   check_attention(rng, make_kv(rng, 1, 256, DType::F32, {{'d', 50}, {'d', 21}}, 1.f), 3, DType::F32,
                   kTolF32);
   // A head size that is not a multiple of four merges its splits one value per thread.
-  setenv("LINGBOT_ATTN_SPLITS", "2", 1);
+  switches().attn_splits = 2;
   check_attention(rng, make_kv(rng, 3, 30, DType::F32, {{'d', 300}, {'d', 7}}, 1.f), 11, DType::F32,
                   kTolF32);
-  unsetenv("LINGBOT_ATTN_SPLITS");
+  switches().attn_splits = 0;
 }
 
 TEST(GpuOps, AttentionBF16OneFrame) {
@@ -1238,10 +1226,10 @@ TEST(GpuOps, AttentionBF16ForcedSplits) {
   KvSet kv = make_kv(rng, 16, 64, DType::BF16, ragged_cache(), 1.f);
   for (const char* splits : {"2", "3", "7"}) {
     SCOPED_TRACE(std::string("splits ") + splits);
-    setenv("LINGBOT_ATTN_SPLITS", splits, 1);
+    switches().attn_splits = std::atoi(splits);
     check_attention(rng, kv, 130, DType::BF16, kTolAttnBF16, {}, 6.f);
   }
-  unsetenv("LINGBOT_ATTN_SPLITS");
+  switches().attn_splits = 0;
 }
 
 TEST(GpuOps, AttentionBF16GenericHeadDim128) {
@@ -1306,10 +1294,10 @@ TEST(GpuOps, AttentionFewQueriesRowKernel) {
   check_attention(rng, make_kv(rng, 4, 128, DType::F32, {{'d', 3, 0, 8.f}, {'s', 500, 1}}, 1.f), 2,
                   DType::F32, kTolF32, {}, 3.f);
   for (const char* splits : {"1", "7", "64"}) {
-    setenv("LINGBOT_ATTN_SPLITS", splits, 1);
+    switches().attn_splits = std::atoi(splits);
     check_attention(rng, make_kv(rng, 16, 128, DType::F32, {{'s', 1000, 1}, {'d', 1}}, 1.f), 1,
                     DType::F32, kTolF32, {}, 2.f);
-    unsetenv("LINGBOT_ATTN_SPLITS");
+    switches().attn_splits = 0;
   }
 }
 
@@ -1573,17 +1561,14 @@ TEST(GpuOps, Conv2dFastMatchesCpu) {
   for (const char* wgmma : {"1", "0"})
     for (const char* bn : {"auto", "32", "64", "128", "256"})
       for (const auto& c : cases) {
-        setenv("LINGBOT_CONV_WGMMA", wgmma, 1);
-        if (std::strcmp(bn, "auto") == 0)
-          unsetenv("LINGBOT_CONV_BN");
-        else
-          setenv("LINGBOT_CONV_BN", bn, 1);
+        switches().conv_wgmma = std::strcmp(wgmma, "0") != 0;
+        switches().conv_bn = std::strcmp(bn, "auto") == 0 ? 0 : std::atoi(bn);
         SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) + " k=" + std::to_string(c.k) +
                      " s=" + std::to_string(c.stride) + " BN " + bn + " wgmma " + wgmma);
         check_conv(rng, c.x, c.co, c.k, c.stride, c.bias, Act::None, false, true);
       }
-  unsetenv("LINGBOT_CONV_BN");
-  unsetenv("LINGBOT_CONV_WGMMA");
+  switches().conv_bn = 0;
+  switches().conv_wgmma = true;
   gpu().allow_fast_convolutions(false);
 }
 
@@ -1612,7 +1597,7 @@ TEST(GpuOps, UpsampleConv2dIsUpsampleThenConv2d) {
   for (const char* mode : {"wgmma", "mma", "f32"}) {
     const bool fast = std::strcmp(mode, "f32") != 0;
     gpu().allow_fast_convolutions(fast);
-    setenv("LINGBOT_CONV_WGMMA", std::strcmp(mode, "mma") == 0 ? "0" : "1", 1);
+    switches().conv_wgmma = std::strcmp(mode, "mma") != 0;
     for (const auto& c : cases) {
       SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.ho) + "x" + std::to_string(c.wo) +
                    ", " + std::to_string(c.co) + " outputs, " + mode);
@@ -1636,7 +1621,7 @@ TEST(GpuOps, UpsampleConv2dIsUpsampleThenConv2d) {
       EXPECT_LT(rel_err(fused, want), fast ? kTolBF16 : kTolF32);
     }
   }
-  unsetenv("LINGBOT_CONV_WGMMA");
+  switches().conv_wgmma = true;
   gpu().allow_fast_convolutions(false);
 }
 
@@ -1660,19 +1645,16 @@ TEST(GpuOps, Conv2dEpiloguesAndSplitsMatchCpu) {
     for (const char* splits : {"auto", "1", "3", "7"})
       for (const auto& c : cases)
         for (int mode = 0; mode < 3; ++mode) {  // plain, ReLU, accumulate
-          setenv("LINGBOT_CONV_WGMMA", wgmma, 1);
-          if (std::strcmp(splits, "auto") == 0)
-            unsetenv("LINGBOT_CONV_SPLITS");
-          else
-            setenv("LINGBOT_CONV_SPLITS", splits, 1);
+          switches().conv_wgmma = std::strcmp(wgmma, "0") != 0;
+          switches().conv_splits = std::strcmp(splits, "auto") == 0 ? 0 : std::atoi(splits);
           SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.co) +
                        " s=" + std::to_string(c.stride) + " splits " + splits + " mode " +
                        std::to_string(mode) + " wgmma " + wgmma);
           check_conv(rng, c.x, c.co, 3, c.stride, true, mode == 1 ? Act::ReLU : Act::None,
                      mode == 2, true);
         }
-  unsetenv("LINGBOT_CONV_SPLITS");
-  unsetenv("LINGBOT_CONV_WGMMA");
+  switches().conv_splits = 0;
+  switches().conv_wgmma = true;
   gpu().allow_fast_convolutions(false);
 }
 

@@ -2,7 +2,7 @@
 # One call on the GPU machine that checks a change end to end: the CUDA build (with the Python
 # module where pybind11 is found), the GPU op, parity and session tests, memcheck over the
 # newest kernels, the benchmark, then the end-to-end table on real frames
-# (tests/perf/realtime_table.sh), checkpoint loading (tests/gpu/checkpoint_load.sh) and the
+# (tests/gpu/realtime_table.sh), checkpoint loading (tests/gpu/checkpoint_load.sh) and the
 # Python module on the GPU (tests/python/gpu_check.py). Logs under $OUT.
 # Usage, from the repository root: FRAMES=<folder of frames> [LINGBOT_FIXTURES=...] [OUT=...] \
 #   [EXPORTS="none all"] [REF=<reference checkout>] [CKPT=0 (skip checkpoint loading)] \
@@ -30,7 +30,7 @@ echo "GpuOps/GpuSessions/GpuUpload rc=$?"
 grep -E "^\[  (PASSED|FAILED)|Failure" "$OUT/gpu_ops.log" | head -20
 stamp "op tests done"
 if [ -n "${FRAMES:-}" ]; then
-  FRAMES=$FRAMES OUT="$OUT/realtime" timeout 200 tests/perf/realtime_table.sh
+  FRAMES=$FRAMES OUT="$OUT/realtime" timeout 200 tests/gpu/realtime_table.sh
   stamp "end-to-end table done"
 fi
 # With REF naming a checkout of the reference: our benchmark at the reference profiler's

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # A 0/1 environment switch measured in one binary: builds lingbot-map and the tests, then runs
-# `bench` with the switch off and on alternating (378x504 twice, 378x518 once). The shared first
-# half of tests/gpu/gemm_tune_check.sh and tests/gpu/pdl_check.sh. Usage, from the repository
-# root on a GPU machine: tests/gpu/switch_bench.sh <variable> <output folder>
+# `bench` with the switch off and on alternating (378x504 twice, 378x518 once). Usage, from the
+# repository root on a GPU machine: tests/gpu/switch_bench.sh <variable> <output folder>
 set -u
 VAR=${1:?the switch, e.g. LINGBOT_PDL}
 OUT=${2:?an output folder}

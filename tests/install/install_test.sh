@@ -18,7 +18,11 @@ run() {  # a step's output only when it fails
   fi
 }
 
-run "$cmake" --install "$build" --prefix "$work/prefix"
+# INSTALL_COMPONENT=lingbot_dev: the library, headers and package only (a build of the library
+# alone, as config_test.sh makes, has no program to install).
+component=()
+[[ -n ${INSTALL_COMPONENT:-} ]] && component=(--component "$INSTALL_COMPONENT")
+run "$cmake" --install "$build" --prefix "$work/prefix" "${component[@]}"
 config=$(find "$work/prefix" -name lingbotConfig.cmake)
 [[ -n $config ]] || { echo "install_test: no lingbotConfig.cmake installed" >&2; exit 1; }
 for f in lingbotConfigVersion.cmake lingbotTargets.cmake; do
@@ -26,6 +30,16 @@ for f in lingbotConfigVersion.cmake lingbotTargets.cmake; do
 done
 [[ -f $work/prefix/include/lingbot/engine.h && -f $work/prefix/include/lingbot/lingbot_c.h ]] ||
   { echo "install_test: public headers not installed" >&2; exit 1; }
+# A component's header is installed exactly when the library implements it.
+for part in viewer:VIEWER server:SERVER; do
+  header=$work/prefix/include/lingbot/${part%%:*}.h
+  if grep -q "set(lingbot_WITH_${part#*:} ON)" "$config"; then
+    [[ -f $header ]] || { echo "install_test: ${header##*/} not installed" >&2; exit 1; }
+  elif [[ -e $header ]]; then
+    echo "install_test: ${header##*/} installed, but its component was not built" >&2
+    exit 1
+  fi
+done
 # The package must stand on its own: nothing in it may point back into the source or build tree.
 if grep -rlF -e "$source" -e "$(cd "$build" && pwd)" "$(dirname "$config")"; then
   echo "install_test: the installed package names the source or build tree" >&2

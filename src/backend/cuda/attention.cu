@@ -1,19 +1,16 @@
 // Paged attention: out[q, h] = softmax(q . K^T * scale) . V over the keys of every segment, read
-// in place through a small device table of segment pointers (no gather copy).
-//
-// Work split: grid (query tiles, heads, key splits). Each CTA streams one key range of one head
-// with an online softmax; when there is more than one split, CTAs write fp32 partial outputs and
-// their log-sum-exp and a merge kernel combines them. Splitting the keys is what fills the chip
-// when ~1000 queries x 16 heads alone make only a few hundred CTAs.
-//
+// in place through a small device table of segment pointers (no gather copy). Grid: (query
+// tiles, heads, key splits); each CTA streams one key range of one head with an online softmax,
+// and with more than one split a merge kernel combines the CTAs' fp32 partial outputs by their
+// log-sum-exp. Splitting the keys fills the chip where ~1000 queries x 16 heads make few CTAs.
 // Three kernels:
-//  * mma: head_dim 64, bf16 q/K/V. Tensor cores through mma.sync m16n8k16 (sm_80+), K/V tiles of
-//    64 keys double-buffered in shared memory with cp.async, swizzled so ldmatrix is conflict-free.
-//    Each warp owns 16 query rows; P stays in registers between the two products.
+//  * mma: head_dim 64, bf16 q/K/V, mma.sync m16n8k16 (sm_80+); 64-key K/V tiles double-buffered
+//    with cp.async, swizzled so ldmatrix is conflict-free; each warp owns 16 query rows and P
+//    stays in registers between the two products.
 //  * rows: up to 8 queries, head_dim 64 (f32), 128 or 256, f32 or bf16: the camera head's one
 //    query per frame against every cached frame, a bandwidth-bound stream of whole rows.
-//  * generic: any head_dim <= 256, f32 or bf16, one warp per query, fp32 CUDA cores. Used for the
-//    float32 mode and what the other two do not take.
+//  * generic: any head_dim <= 256, f32 or bf16, one warp per query on fp32 CUDA cores: the
+//    float32 mode and whatever the other two do not take.
 // On compute capability 9.0 the bf16 head_dim-64 case goes to the wgmma kernel of
 // attention_wgmma.cu instead (LINGBOT_ATTN_IMPL=mma|wgmma forces one of the two).
 #include <algorithm>
@@ -669,13 +666,12 @@ void attention(Context& ctx, const AttentionArgs& a) {
   // Kernel choice and tuning knobs for tests and benchmarks: LINGBOT_ATTN_IMPL=mma|wgmma forces
   // the tensor-core kernel (wgmma only where wgmma_supported; elsewhere it falls back to mma),
   // LINGBOT_ATTN_IMPL=generic the generic kernel where the row kernel would run,
-  // LINGBOT_ATTN_SPLITS forces the split count, LINGBOT_ATTN_WARPS picks 8 (128-query tiles, the
-  // default) or 4 (64-query tiles) warps per mma CTA. On H200 at 978 queries, 8 warps ran 220
-  // TFLOP/s against 181 for 4 (72k keys): each K/V tile fetched from L2 serves twice the queries.
+  // LINGBOT_ATTN_SPLITS forces the split count (backend/switches.h). The mma kernel runs 8 warps
+  // (128-query tiles): on H200 at 978 queries they ran 220 TFLOP/s against 181 for 4 warps (72k
+  // keys), each K/V tile fetched from L2 serving twice the queries.
   // The wgmma kernel keeps the running maximum in raw score units, which needs scale > 0.
-  const int forced_splits = env_int("LINGBOT_ATTN_SPLITS", 0);
-  const char* impl_env = std::getenv("LINGBOT_ATTN_IMPL");
-  const std::string impl = impl_env ? impl_env : "";
+  const int forced_splits = switches().attn_splits;
+  const std::string& impl = switches().attn_impl;
   all_aligned = all_aligned && kv_aligned;
   const bool tensor_cores = a.qkv_t == kBF16 && a.dim == kD && all_aligned;
   const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
@@ -692,10 +688,7 @@ void attention(Context& ctx, const AttentionArgs& a) {
     launch_wgmma(ctx, k, forced_splits);
     used = "wgmma";
   } else if (tensor_cores) {
-    if (env_int("LINGBOT_ATTN_WARPS", 8) == 4)
-      launch_mma<4>(ctx, k, forced_splits);
-    else
-      launch_mma<8>(ctx, k, forced_splits);
+    launch_mma<8>(ctx, k, forced_splits);
     used = "mma";
   } else if (impl != "generic" && a.nq <= kRowsMaxQueries && all_aligned &&
              (a.dim == 128 || a.dim == 256 || (a.qkv_t == kF32 && a.dim == 64))) {

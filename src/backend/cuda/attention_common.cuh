@@ -9,6 +9,7 @@
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/scratch.h"
+#include "backend/switches.h"
 
 namespace lingbot::cuda::attn {
 
@@ -67,11 +68,6 @@ __device__ __forceinline__ void store_pair(const KernelArgs& a, int row, int h, 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-inline int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
 }
 
 // Picks the number of key splits: enough CTAs to fill every resident slot of the GPU without

@@ -15,6 +15,7 @@
 
 #include "backend/ops.h"
 #include "backend/scratch.h"
+#include "backend/switches.h"
 #include "lingbot/error.h"
 #include "lingbot/tensor.h"
 
@@ -22,16 +23,11 @@ namespace lingbot::cuda {
 
 [[noreturn]] void fail(const char* what, const char* detail, const char* file, int line);
 
-// LINGBOT_CUDA_VERBOSE, read once: 1 (or any value that is not a number) prints the step recorder's
-// counters and slow steps, each GEMM plan once and the memory at exit; 2 adds a line for every
-// attention call, ~13,000 a run, which is too many for a timed run.
+// LINGBOT_CUDA_VERBOSE (backend/switches.h): 1 prints the step recorder's counters and slow
+// steps, each GEMM plan once and the memory at exit; 2 adds a line for every attention call,
+// ~13,000 a run, which is too many for a timed run.
 inline int verbose_level() {
-  static const int level = [] {
-    const char* v = std::getenv("LINGBOT_CUDA_VERBOSE");
-    if (!v || !*v) return 0;
-    return *v >= '0' && *v <= '9' ? std::atoi(v) : 1;
-  }();
-  return level;
+  return switches().cuda_verbose;
 }
 
 #define LB_CUDA(expr)                                                           \
@@ -374,7 +370,7 @@ bool gemm(Context& ctx, const GemmArgs& g);
 // kGemvMaxRows, bandwidth-bound: w F32 or BF16 (an F32 x into bf16 weights is rounded to bf16
 // first, as the GEMM path does), x F32 or BF16, bias and y any float dtype, the activation exact
 // (erf GELU). Returns false, having queued nothing, where it does not apply (more rows, k not a
-// multiple of 8, pointers not 16-byte aligned, other dtypes, LINGBOT_GEMV=0).
+// multiple of 8, pointers not 16-byte aligned, other dtypes).
 // With `norm` the input is LayerNorm(x) over each row (weight and bias optional), bit for bit
 // what layer_norm() writes, for F32 rows of 1024 or 2048 into bf16 weights only.
 constexpr int64_t kGemvMaxRows = 4;

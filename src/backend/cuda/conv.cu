@@ -1,27 +1,17 @@
 // Implicit-GEMM convolution on bf16 tensor cores: y[co, pixel] = sum over (tap, ci) of
-// w[co, tap, ci] * x[pixel shifted by tap, ci], fp32 accumulation. No column buffer: each CTA
-// copies its slice of the virtual im2col matrix straight from the input. This replaces im2col +
-// GEMM for the depth head's 3x3 convolutions, where the column buffer (9x the input, up to
-// 0.9 GB at 378x504) costs far more than the arithmetic.
-//
-// The input is first rewritten channels-last in bf16 (one transposing pass, a fraction of the
-// convolution's own reads): then every K step of a CTA, one tap and 32 consecutive channels of
-// 128 pixels, is 16-byte rows that cp.async copies in a 4-stage ring without passing through
-// registers, with zero fill at the borders. A first version gathered the planar f32 input with
-// scalar loads and rounded each value on the way into shared memory; that gather, not the
-// products, set its speed. An input that is an upsampled image (the depth head's full-resolution
-// stage) is written channels-last straight from the smaller image, never in F32 at full size.
-//
+// w[co, tap, ci] * x[pixel shifted by tap, ci], fp32 accumulation. No column buffer (9x the
+// input, up to 0.9 GB at 378x504): each CTA copies its slice of the virtual im2col matrix
+// straight from the input, rewritten channels-last in bf16 first (an upsampled input, the depth
+// head's full-resolution stage, is written channels-last straight from the smaller image). Each
+// K step, one tap and 32 consecutive channels of 128 pixels, is 16-byte rows that cp.async copies
+// into a 4-stage ring, zero-filled at the borders.
 // Tiling: 128 output pixels x BN output channels per CTA, 8 warps as 4 (pixels) x 2 (channels),
-// mma.sync m16n8k16. Layers with too few tiles to fill the device split K (the taps and input
-// channels) over CTAs: each split writes its partial sums and one more pass adds them in a fixed
-// order, so the result does not depend on scheduling. The weights are packed once per weight
-// tensor by the caller ([co rounded up to 128][tap][ci], bf16).
-//
+// mma.sync m16n8k16. Layers with too few tiles to fill the device split K over CTAs; one more
+// pass adds the partial sums in a fixed order, so the result does not depend on scheduling.
+// Weights are packed once per tensor by the caller ([co rounded up to 128][tap][ci], bf16).
 // On Hopper the layers with input channels in multiples of 64 and more than 64 (or at most 32)
 // outputs run a wgmma kernel instead (below): the same loads, 64 channels a K step, the products
-// issued by warpgroups from shared memory (a 108 x 144 refinenet convolution 81 -> 68 us, the split
-// 54 x 72 ones 38 -> 21 us).
+// issued by warpgroups from shared memory. Timings: docs/perf-log/gpu-kernels.md.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +20,7 @@
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/scratch.h"
+#include "backend/switches.h"
 
 namespace lingbot::cuda {
 namespace {
@@ -367,14 +358,13 @@ __global__ void sum_splits_kernel(const float* __restrict__ part, float* __restr
 ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a) {
   ConvPlan p;
   const int64_t npix = int64_t(a.ho) * a.wo, tiles_m = (npix + kBM - 1) / kBM;
-  // Read per call: tests switch them. LINGBOT_CONV_WGMMA=0 keeps the mma.sync kernel; a forced
-  // width of 64 is that kernel's, 32 either's (the wgmma kernel's for at most 32 outputs), 128
-  // either's, 256 the wgmma kernel's. Layers of at most 32 outputs take the 32-wide wgmma tile.
-  const char* env_wg = std::getenv("LINGBOT_CONV_WGMMA");
-  const char* env = std::getenv("LINGBOT_CONV_BN");
-  const int forced = env && *env ? std::atoi(env) : 0;
+  // Looked at per call: tests switch them. LINGBOT_CONV_WGMMA=0 keeps the mma.sync kernel; a
+  // forced width of 64 is that kernel's, 32 either's (the wgmma kernel's for at most 32 outputs),
+  // 128 either's, 256 the wgmma kernel's. Layers of at most 32 outputs take the 32-wide wgmma tile.
+  const BackendSwitches& sw = switches();
+  const int forced = sw.conv_bn;
   p.wgmma = sm90a && a.ci % kWBK == 0 && (a.co > 64 || a.co <= 32) && forced != 64 &&
-            !(forced == 32 && a.co > 32) && !(env_wg && std::strcmp(env_wg, "0") == 0);
+            !(forced == 32 && a.co > 32) && sw.conv_wgmma;
   if (p.wgmma) {
     p.bn = a.co <= 32 ? 32 : forced == 128 || forced == 256 ? forced : a.co > 128 ? 256 : 128;
   } else {
@@ -397,9 +387,8 @@ ConvPlan conv_plan(const ConvArgs& a, int sms, bool sm90a) {
   const int64_t per_wave = p.wgmma && p.bn == 32 ? 2 * sms : sms;
   int64_t splits = ctas >= per_wave ? 1 : p.wgmma ? per_wave / ctas : (sms + ctas - 1) / ctas;
   splits = std::min<int64_t>({splits, ktiles / 4, kMaxSplits, budget / per_split});
-  const char* env_split = std::getenv("LINGBOT_CONV_SPLITS");  // tests force splitting
-  if (env_split && *env_split)
-    splits = std::min<int64_t>({std::atoi(env_split), ktiles, budget / per_split});
+  if (sw.conv_splits)  // tests force splitting
+    splits = std::min<int64_t>({sw.conv_splits, ktiles, budget / per_split});
   p.splits = static_cast<int>(std::max<int64_t>(1, splits));
   if (p.splits > 1) p.partial_bytes = size_t(p.splits) * per_split;
   return p;

@@ -139,13 +139,7 @@ class CudaBackend final : public Backend {
     if (!pinned && !ctx_->step.active()) LB_CUDA(cudaStreamSynchronize(s()));
   }
 
-  void begin_step(bool record) override {
-    static const bool graphs = [] {
-      const char* e = std::getenv("LINGBOT_CUDA_GRAPH");
-      return !(e && std::strcmp(e, "0") == 0);
-    }();
-    ctx_->step.begin(s(), record && graphs);
-  }
+  void begin_step(bool record) override { ctx_->step.begin(s(), record && switches().cuda_graph); }
   void end_step() override {
     LINGBOT_CHECK(!ctx_->on_side, "end_step: the side queue is still current (no end_side)");
     join_side();
@@ -739,8 +733,7 @@ class CudaBackend final : public Backend {
   // channels at full resolution) stays a GEMM, as the channels-last copy of its input would cost
   // more than the product.
   bool fast_conv(const Tensor& w) const {
-    return fast_convs_ && w.dim(2) == w.dim(3) &&
-           scratch::conv_packs(w.dim(0), w.dim(1), w.dim(2)) && conv_impl_gemm() == 0;
+    return fast_convs_ && w.dim(2) == w.dim(3) && scratch::conv_packs(w.dim(0), w.dim(1), w.dim(2));
   }
   cuda::ConvArgs conv_args(const float* x, int64_t hi, int64_t wi, const Tensor& w, const Tensor* b,
                            int stride, int pad, Tensor& y, Act act, bool accumulate) {
@@ -772,14 +765,6 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<Context> ctx_;
   StagedUpload staged_;  // weights' host-to-device copies (declared after ctx_: freed first)
-  // LINGBOT_CONV_IMPL=gemm keeps im2col + GEMM (TF32) for every convolution, for comparison.
-  static int conv_impl_gemm() {
-    static const int v = [] {
-      const char* e = std::getenv("LINGBOT_CONV_IMPL");
-      return e && std::strcmp(e, "gemm") == 0 ? 1 : 0;
-    }();
-    return v;
-  }
   bool fast_convs_ = false;
   std::atomic<uint64_t> fences_{0};
   std::vector<KeyTable> planned_;  // the latest plan_attention
@@ -793,6 +778,7 @@ class CudaBackend final : public Backend {
 };
 
 std::shared_ptr<Context> make_context(int device) {
+  switches();  // the environment's switches, read once when the first backend starts
   auto ctx = std::make_shared<Context>();
   ctx->device = device;
   LB_CUDA(cudaSetDevice(device));
@@ -826,11 +812,7 @@ std::shared_ptr<Context> make_context(int device) {
 }  // namespace
 
 bool dependent_launch() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("LINGBOT_PDL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  if (!allowed) return false;
+  if (!switches().pdl) return false;
   // Per device, found on first use: 0 not yet known, 1 yes, 2 no.
   static std::atomic<int> known[64] = {};
   int device = 0;

@@ -142,12 +142,11 @@ int find_algos(Context& ctx, const GemmArgs& g, cublasLtEpilogue_t epi, LtObject
 // GEMMs at M ~ 1000 are 2^30 and more; the heads' small ones are not worth a host wait).
 constexpr double kTuneMacs = double(1 << 28);
 
-// LINGBOT_GEMM_TUNE=0 keeps the heuristic's first choice everywhere (read when a problem is first
-// seen, so that a test can compare both on the same shapes).
+// LINGBOT_GEMM_TUNE=0 keeps the heuristic's first choice everywhere (looked at when a problem is
+// first seen, so that a test can compare both on the same shapes).
 bool tuning_wanted(const GemmArgs& g) {
   if (double(g.m) * double(g.n) * double(g.k) < kTuneMacs) return false;
-  const char* e = std::getenv("LINGBOT_GEMM_TUNE");
-  return !(e && std::strcmp(e, "0") == 0);
+  return switches().gemm_tune;
 }
 
 // Timing needs the host to wait for the device, which a recorded step cannot: a problem first

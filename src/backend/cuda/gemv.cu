@@ -194,18 +194,10 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
-bool gemv_disabled() {
-  static const bool off = [] {
-    const char* e = std::getenv("LINGBOT_GEMV");
-    return e && std::strcmp(e, "0") == 0;
-  }();
-  return off;
-}
-
 bool gemv(const void* x, Elt xt, const void* w, Elt wt, const void* bias, Elt bt, void* y, Elt yt,
           int64_t m, int64_t n, int64_t k, Act act, bool accumulate, cudaStream_t s,
           const RowNorm* norm) {
-  if (gemv_disabled() || m < 1 || m > kGemvMaxRows || n < 1 || n > (1 << 30)) return false;
+  if (m < 1 || m > kGemvMaxRows || n < 1 || n > (1 << 30)) return false;
   if ((wt != kF32 && wt != kBF16) || (xt != kF32 && xt != kBF16)) return false;
   // Whole 16-byte loads of every row of w and x.
   const int64_t per_load = wt == kF32 ? 4 : 8;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The end-to-end table of docs/PERFORMANCE.md ("Real time end to end"): `bench` at the frames'
+# The end-to-end table ("Real time end to end", docs/perf-log/end-to-end.md): `bench` at the frames'
 # size, then `run` on the same frames with each export, every run reporting its timing as JSON,
 # summarised as one table (frames/s, the share of `--export none`, latency, the slowest stage).
 #
-#   GPU: FRAMES=<folder> tests/perf/realtime_table.sh
-#   CPU: FRAMES=<folder> DEVICE=cpu ARCH=tiny PREPROCESS=none tests/perf/realtime_table.sh
+#   GPU: FRAMES=<folder> tests/gpu/realtime_table.sh
+#   CPU: FRAMES=<folder> DEVICE=cpu ARCH=tiny PREPROCESS=none tests/gpu/realtime_table.sh
 set -u
 FRAMES=${FRAMES:?FRAMES must name a folder of frames}
 OUT=${OUT:-/tmp/lingbot-realtime}
