@@ -1,5 +1,6 @@
 // Without a CUDA build, asking for the GPU backend explains why there is none.
 #include "backend/ops.h"
+#include "lingbot/device.h"
 
 #ifndef LINGBOT_HAVE_CUDA
 namespace lingbot {
@@ -12,6 +13,12 @@ bool cuda_reads_fp8_kv(int) {
 std::unique_ptr<Backend> make_cuda_backend(int, std::string* why) {
   if (why) *why = "this build has no CUDA backend (configure with nvcc available)";
   return nullptr;
+}
+bool built_with_cuda() {
+  return false;
+}
+int usable_cuda_devices() {
+  return 0;
 }
 }  // namespace lingbot
 #endif
