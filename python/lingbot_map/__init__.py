@@ -19,32 +19,94 @@ imports without the compiled module).
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 
 try:
-    from ._core import (Engine, FrameResult, Frames, Session, _run, has_cuda, list_images,
-                        load_image, parse_export_list, preprocess, read_frames)
+    from ._core import (Engine, FrameResult, Frames, ImageError, Session, _run, built_with_cuda,
+                        cuda_devices, has_cuda, list_images, load_image, parse_export_list,
+                        preprocess, read_frames)
 except ImportError as e:
     # lingbot_map.client (a server's client) works without the compiled module; the rest does
     # not, and says so when first used.
     _core_error = str(e)
 
     def __getattr__(name):
-        if name in ("Engine", "FrameResult", "Frames", "Session", "has_cuda", "list_images",
-                    "load_image", "parse_export_list", "preprocess", "read_frames"):
+        if name in ("Engine", "FrameResult", "Frames", "ImageError", "Session", "built_with_cuda",
+                    "cuda_devices", "has_cuda", "list_images", "load_image", "parse_export_list",
+                    "preprocess", "read_frames"):
             raise ImportError(f"lingbot_map.{name} needs the compiled module lingbot_map._core "
                               f"({_core_error})")
         raise AttributeError(f"module 'lingbot_map' has no attribute {name!r}")
 
-__all__ = ["Engine", "Session", "FrameResult", "Frames", "load_image", "load_images", "preprocess",
-           "list_images", "read_frames", "to_predictions", "world_points_from_depth", "run",
-           "has_cuda"]
+__all__ = ["Engine", "Session", "FrameResult", "Frames", "ImageError", "load_image", "load_images",
+           "preprocess", "list_images", "read_frames", "to_predictions", "world_points_from_depth",
+           "run", "has_cuda", "cuda_devices", "built_with_cuda"]
 __version__ = "0.1.0"
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _describe(value) -> str:
+    """An argument as an error message shows it: an array by dtype and shape, never its values."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} {list(value.shape)}"
+    if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 40):
+        return f"{type(value).__name__} {value!r}"
+    return type(value).__name__
+
+
+def _explain(name: str, message: str, args: tuple, kwargs: dict) -> str:
+    """pybind11's message for arguments no overload takes, without the arguments' values (its
+    "Invoked with" part prints whole arrays: hundreds of lines for an image)."""
+    signature = ""
+    for line in message.splitlines():
+        match = re.match(r"\s*\d+\.\s*[\w.]*\((.*)\)( -> .*)?$", line)
+        if match:
+            signature = re.sub(r"^self: [\w.]+(, )?", "", match.group(1))
+            break
+    names = re.findall(r"(?:^|, )\*?(\w+): ", signature)
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        return (f"{name}: unexpected keyword argument {unknown[0]!r} "
+                f"(it takes: {', '.join(names)})")
+    given = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+    return f"{name}: arguments of the wrong type ({', '.join(given)}); it takes ({signature})"
+
+
+def _short_type_errors(function, name: str, method: bool = False):
+    """`function` raising a short TypeError where pybind11's would print the arguments."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TypeError as e:
+            text = str(e)
+            if "incompatible function arguments" not in text and \
+                    "incompatible constructor arguments" not in text:
+                raise
+            shown = args[1:] if method else args  # not `self`
+            raise TypeError(_explain(name, text, shown, kwargs)) from None
+    return call
+
+
+if "_core_error" not in globals():
+    for _cls in (Engine, Session, Frames, FrameResult):
+        for _name, _attr in list(vars(_cls).items()):
+            if (_name.startswith("_") and _name != "__init__") or isinstance(_attr, property) or \
+                    not callable(getattr(_cls, _name)):
+                continue
+            _shown = _cls.__name__ if _name == "__init__" else f"{_cls.__name__}.{_name}"
+            setattr(_cls, _name, _short_type_errors(getattr(_cls, _name), _shown, method=True))
+    del _cls, _name, _attr, _shown
+    load_image = _short_type_errors(load_image, "load_image")
+    preprocess = _short_type_errors(preprocess, "preprocess")
+    read_frames = _short_type_errors(read_frames, "read_frames")
+    list_images = _short_type_errors(list_images, "list_images")
 
 
 def load_images(paths: Union[PathLike, Sequence[PathLike]], mode: str = "crop",

@@ -11,6 +11,17 @@ F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
 has_cuda: bool
+"""A GPU an engine can run on: the CUDA backend built in and a usable (sm_80+) device present."""
+cuda_devices: int
+"""Usable GPUs ("cuda:0" ...); 0 without the CUDA backend, a driver or a device."""
+built_with_cuda: bool
+"""Whether this build has the CUDA backend (whatever the machine has)."""
+
+class ImageError(TypeError, ValueError):
+    """A picture argument that is not a uint8 or float array [H, W, 3] or [3, H, W]."""
+
+Image = npt.ArrayLike
+"""uint8, or float in [0, 1]; [H, W, 3] or [3, H, W] (a [3, H, 3] array is HWC when uint8)."""
 
 class FrameResult:
     """One frame's predictions; the arrays are float32 views that keep the result alive."""
@@ -45,15 +56,22 @@ class FrameResult:
 class Session:
     """One sequence streamed through an engine (Engine.start)."""
 
-    def push(self, image: npt.ArrayLike) -> list[FrameResult]:
-        """Adds a frame (float32 [3, H, W] in [0, 1] or uint8 [H, W, 3]); returns the results
-        ready so far, in frame order."""
+    def push(self, image: Image) -> list[FrameResult]:
+        """Adds a frame (an Image, sides multiples of 14); returns the results ready so far, in
+        frame order."""
     def finish(self) -> list[FrameResult]:
         """Returns every outstanding result."""
+    def flush(self) -> list[FrameResult]:
+        """Returns the results of every frame pushed so far; the sequence goes on."""
     def reset(self) -> None:
-        """Starts a new sequence (the reference's clean_kv_cache)."""
+        """Starts a new sequence."""
+    def clean_kv_cache(self) -> None:
+        """reset(), under the reference's name."""
     def cache_stats(self) -> dict[str, int]:
-        """stored_frames, scale_pages, live_pages, free_pages, special_tokens, byte counts."""
+        """frame_count, scale_pages, live_pages, free_pages, special_tokens (the reference's
+        keys), stored_frames, special_frames, layers, byte counts."""
+    def get_cache_stats(self) -> dict[str, int]:
+        """cache_stats(), under the reference's name."""
 
 class Engine:
     """A loaded LingBot-Map model."""
@@ -65,24 +83,32 @@ class Engine:
               camera_only: bool = False, include_scale_frames: bool = True,
               flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30,
               max_special_frames: int = 0) -> Session: ...
-    def inference_streaming(self, images: npt.ArrayLike, num_scale_frames: int = 8,
-                            keyframe_interval: int = 1, flow_threshold: float = 0.0, *,
+    def inference_streaming(self, images: npt.ArrayLike, num_scale_frames: Optional[int] = None,
+                            keyframe_interval: int = 1, output_device: object = None,
+                            flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30, *,
                             window: int = 64, camera_iterations: int = 4,
                             cross_frame_special: bool = True, camera_only: bool = False,
-                            include_scale_frames: bool = True, max_non_keyframe_gap: int = 30,
-                            max_special_frames: int = 0,
+                            include_scale_frames: bool = True, max_special_frames: int = 0,
                             progress: Optional[Callable[[int, int], None]] = None
                             ) -> dict[str, np.ndarray]:
-        """{pose_enc [1, S, 9], depth [1, S, H, W, 1], depth_conf [1, S, H, W], images}."""
+        """images [S, 3, H, W] or [S, H, W, 3] (optionally [1, S, ...]), uint8 or float in
+        [0, 1]. output_device: None or "cpu". Returns {pose_enc [1, S, 9], depth
+        [1, S, H, W, 1], depth_conf [1, S, H, W], images}."""
     def inference_windowed(self, images: npt.ArrayLike, window_size: int = 64,
                            overlap_size: Optional[int] = None,
-                           overlap_keyframes: Optional[int] = None, num_scale_frames: int = 8,
-                           keyframe_interval: int = 1, flow_threshold: float = 0.0,
-                           max_non_keyframe_gap: int = 30, *, sliding_window: int = 64,
-                           camera_iterations: int = 4, max_special_frames: int = 0,
+                           overlap_keyframes: Optional[int] = None,
+                           num_scale_frames: Optional[int] = None, scale_mode: str = "median",
+                           output_device: object = None, keyframe_interval: int = 1,
+                           flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30, *,
+                           sliding_window: int = 64, camera_iterations: int = 4,
+                           max_special_frames: int = 0,
                            log: Optional[Callable[[str], None]] = None) -> dict[str, object]:
         """{pose_enc, depth, depth_conf, frame_type, is_keyframe, chunk_scales,
         chunk_transforms, alignment_mode, images}."""
+    def get_cache_stats(self) -> dict[str, int]:
+        """The caches as the last inference_streaming left them (Session.cache_stats' keys)."""
+    def clean_kv_cache(self) -> None:
+        """Clears what get_cache_stats reports (the run's caches are freed when it returns)."""
     @property
     def device(self) -> str: ...
     @property
@@ -92,8 +118,8 @@ class Engine:
 
 def load_image(path: PathLike) -> U8:
     """uint8 [H, W, 3] RGB, decoded as Pillow does."""
-def preprocess(image: npt.ArrayLike, mode: str = "crop", size: int = 518) -> U8:
-    """The reference's preprocessing of one image: uint8 [3, H', W']."""
+def preprocess(image: Image, mode: str = "crop", size: int = 518) -> U8:
+    """The reference's preprocessing of one image: uint8 [3, H', W'] (push takes it)."""
 class Frames:
     """Pictures of a source as uint8 [H, W, 3] RGB (read_frames)."""
 

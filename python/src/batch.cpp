@@ -17,20 +17,61 @@ namespace lingbot::python {
 
 namespace {
 
-// The frames of an [S, 3, H, W] or [1, S, 3, H, W] array (any dtype numpy can cast to float32,
-// any strides: each frame is converted when it is pushed).
+// The frames of an [S, 3, H, W] or [S, H, W, 3] array, or the same with a batch dimension of 1
+// (uint8 or any float dtype, any strides: each frame is converted as push converts it, when it
+// is pushed).
 struct Frames {
   py::object frames;  // indexable by frame
+  std::string what;   // "inference_streaming: images", for errors
   int64_t count = 0, height = 0, width = 0;
+  Tensor frame(int64_t i) const {
+    return frame_from_array(frames[py::int_(i)], what + "[" + std::to_string(i) + "]");
+  }
 };
 
-Frames frames_of(const py::handle& images) {
-  py::array a = py::array::ensure(images);
-  if (a && a.ndim() == 5 && a.shape(0) == 1) a = a[py::int_(0)].cast<py::array>();
-  if (!a || a.ndim() != 4 || a.shape(1) != 3 || a.shape(0) < 1)
-    throw py::value_error(
-        "images must be a float array [S, 3, H, W] (or [1, S, 3, H, W]) with S >= 1");
-  return {a, a.shape(0), a.shape(2), a.shape(3)};
+Frames frames_of(const py::handle& images, const std::string& fn) {
+  const std::string what = fn + ": images";
+  // (A default-constructed py::array is an empty array, not a null handle: hence `found`.)
+  py::array a;
+  bool found = false;
+  if (py::isinstance<py::array>(images)) {
+    a = py::reinterpret_borrow<py::array>(images);
+    found = true;
+  } else if (py::isinstance<py::list>(images) || py::isinstance<py::tuple>(images)) {
+    py::array stacked = py::array::ensure(images);  // a list of equal-sized frames
+    if (stacked) {
+      a = stacked;
+      found = true;
+    }
+  }
+  if (found && a.ndim() == 5 && a.shape(0) == 1) a = a[py::int_(0)].cast<py::array>();
+  if (!found || a.ndim() != 4 || a.shape(0) < 1)
+    throw BadArray(what + " must be frames [S, 3, H, W] or [S, H, W, 3] (or [1, S, ...]), " +
+                   "S >= 1, got " + describe(found ? py::handle(a) : images));
+  Frames f{a, what, a.shape(0)};
+  const Tensor first = f.frame(0);  // checks dtype, layout and size once, before the preflight
+  f.height = first.dim(1);
+  f.width = first.dim(2);
+  return f;
+}
+
+// An integer argument (int, numpy integer, anything with __index__), or `fallback` for None.
+int int_arg(const py::object& value, const std::string& what, int fallback) {
+  if (value.is_none()) return fallback;
+  if (!PyIndex_Check(value.ptr()) || py::isinstance<py::bool_>(value))
+    throw py::type_error(what + " must be an int or None, got " + describe(value));
+  return py::int_(value).cast<int>();
+}
+
+// The reference's output_device moves its torch results; ours are numpy arrays in host memory
+// whatever the engine's device, so only the host (or None) can be asked for.
+void check_output_device(const py::object& device, const std::string& fn) {
+  if (device.is_none()) return;
+  const std::string d = py::str(device);  // "cpu" for torch.device("cpu") too
+  if (d == "cpu" || d.rfind("cpu:", 0) == 0) return;
+  throw py::value_error(fn + ": output_device '" + d +
+                        "' is not available: results are numpy arrays in host memory (pass "
+                        "None or \"cpu\")");
 }
 
 std::string gb(size_t bytes) {
@@ -68,7 +109,7 @@ void report(const py::object& progress, int64_t done, int64_t total) {
 
 py::dict inference_streaming(PyEngine& e, const py::handle& images, const StreamOptions& o,
                              const py::object& progress) {
-  const Frames f = frames_of(images);
+  const Frames f = frames_of(images, "inference_streaming");
   // The returned arrays hold every frame's depth and confidence.
   check_fits(e,
              {.height = f.height,
@@ -88,9 +129,10 @@ py::dict inference_streaming(PyEngine& e, const py::handle& images, const Stream
     std::memcpy(cp + r.index * plane, r.confidence.data(), plane * sizeof(float));
     ++delivered;
   };
+  e.last_stats = CacheStats{};  // the reference's run starts with clean_kv_cache
   std::unique_ptr<Session> session = e.engine->start(o);
   for (int64_t i = 0; i < S; ++i) {
-    Tensor frame = frame_from_array(f.frames[py::int_(i)]);
+    Tensor frame = f.frame(i);
     {
       py::gil_scoped_release release;
       session->push(frame, collect);
@@ -100,6 +142,7 @@ py::dict inference_streaming(PyEngine& e, const py::handle& images, const Stream
   {
     py::gil_scoped_release release;
     session->finish(collect);
+    e.last_stats = session->cache_stats();
   }
   if (delivered != S)
     throw std::runtime_error("the session returned " + std::to_string(delivered) + " of " +
@@ -124,7 +167,7 @@ py::array batched(const Tensor& t) {
 
 py::dict inference_windowed(PyEngine& e, const py::handle& images, const StreamOptions& stream,
                             const WindowedOptions& o, const py::object& log) {
-  const Frames f = frames_of(images);
+  const Frames f = frames_of(images, "inference_windowed");
   check_fits(e,
              {.height = f.height,
               .width = f.width,
@@ -142,7 +185,7 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const StreamO
         [&](int64_t i) {
           py::gil_scoped_acquire gil;
           if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-          return frame_from_array(f.frames[py::int_(i)]);
+          return f.frame(i);
         },
         o,
         [&](const char* line) {
@@ -188,54 +231,76 @@ void check_fits(const PyEngine& e, RunPlan plan, const char* scale) {
 void bind_batch(py::module_& m) {
   py::class_<PyEngine, std::shared_ptr<PyEngine>> engine =
       m.attr("Engine").cast<py::class_<PyEngine, std::shared_ptr<PyEngine>>>();
+  // The reference's positional order (images, num_scale_frames, keyframe_interval,
+  // output_device, flow_threshold, max_non_keyframe_gap), then ours by keyword.
   engine.def(
       "inference_streaming",
-      [](PyEngine& e, const py::handle& images, int num_scale_frames, int keyframe_interval,
-         float flow_threshold, int window, int camera_iterations, bool cross_frame_special,
-         bool camera_only, bool include_scale_frames, int max_non_keyframe_gap,
-         int64_t max_special_frames, const py::object& progress) {
-        const StreamOptions o =
-            stream_options(num_scale_frames, window, keyframe_interval, camera_iterations,
-                           cross_frame_special, camera_only, include_scale_frames, flow_threshold,
-                           max_non_keyframe_gap, max_special_frames);
+      [](PyEngine& e, const py::handle& images, const py::object& num_scale_frames,
+         int keyframe_interval, const py::object& output_device, float flow_threshold,
+         int max_non_keyframe_gap, int window, int camera_iterations, bool cross_frame_special,
+         bool camera_only, bool include_scale_frames, int64_t max_special_frames,
+         const py::object& progress) {
+        check_output_device(output_device, "inference_streaming");
+        const StreamOptions o = stream_options(
+            int_arg(num_scale_frames, "inference_streaming: num_scale_frames",
+                    StreamOptions{}.scale_frames),
+            window, keyframe_interval, camera_iterations, cross_frame_special, camera_only,
+            include_scale_frames, flow_threshold, max_non_keyframe_gap, max_special_frames);
         return inference_streaming(e, images, o, progress);
       },
-      py::arg("images"), py::arg("num_scale_frames") = 8, py::arg("keyframe_interval") = 1,
-      py::arg("flow_threshold") = 0.0f, py::kw_only(), py::arg("window") = 64,
+      py::arg("images"), py::arg("num_scale_frames") = py::none(), py::arg("keyframe_interval") = 1,
+      py::arg("output_device") = py::none(), py::arg("flow_threshold") = 0.0f,
+      py::arg("max_non_keyframe_gap") = 30, py::kw_only(), py::arg("window") = 64,
       py::arg("camera_iterations") = 4, py::arg("cross_frame_special") = true,
       py::arg("camera_only") = false, py::arg("include_scale_frames") = true,
-      py::arg("max_non_keyframe_gap") = 30, py::arg("max_special_frames") = 0,
-      py::arg("progress") = py::none(),
-      "The reference's inference_streaming on images [S, 3, H, W] (or [1, S, 3, H, W]) in [0, 1].\n"
-      "Returns {pose_enc [1, S, 9], depth [1, S, H, W, 1], depth_conf [1, S, H, W], images}.\n"
+      py::arg("max_special_frames") = 0, py::arg("progress") = py::none(),
+      "The reference's inference_streaming on images [S, 3, H, W] or [S, H, W, 3] (uint8, or\n"
+      "float in [0, 1]; a leading batch dimension of 1 is accepted). num_scale_frames None = 8.\n"
+      "output_device: None or \"cpu\" (results are numpy arrays in host memory either way).\n"
+      "flow_threshold > 0: adaptive keyframes (pixels of motion), at least every\n"
+      "max_non_keyframe_gap frames. Returns {pose_enc [1, S, 9], depth [1, S, H, W, 1],\n"
+      "depth_conf [1, S, H, W], images} (float32 numpy arrays; images as given).\n"
       "progress(done, total) is called after every frame. Raises MemoryError when the run\n"
       "cannot fit, before it starts.");
   engine.def(
       "inference_windowed",
       [](PyEngine& e, const py::handle& images, int window_size, const py::object& overlap_size,
-         const py::object& overlap_keyframes, int num_scale_frames, int keyframe_interval,
+         const py::object& overlap_keyframes, const py::object& num_scale_frames,
+         const std::string& scale_mode, const py::object& output_device, int keyframe_interval,
          float flow_threshold, int max_non_keyframe_gap, int sliding_window, int camera_iterations,
          int64_t max_special_frames, const py::object& log) {
-        if ((!overlap_size.is_none() && overlap_size.cast<int>() < 0) ||
-            (!overlap_keyframes.is_none() && overlap_keyframes.cast<int>() < 0))
+        check_output_device(output_device, "inference_windowed");
+        // The reference accepts these and always aligns by the median depth ratio, as ours does.
+        if (scale_mode != "median" && scale_mode != "trimmed_mean" && scale_mode != "median_all" &&
+            scale_mode != "trimmed_mean_all")
+          throw py::value_error("inference_windowed: unknown scale_mode '" + scale_mode +
+                                "' (median; trimmed_mean, median_all and trimmed_mean_all are "
+                                "accepted and align by the median too, as in the reference)");
+        const int overlap = int_arg(overlap_size, "inference_windowed: overlap_size", -1);
+        const int overlap_kf =
+            int_arg(overlap_keyframes, "inference_windowed: overlap_keyframes", -1);
+        if ((!overlap_size.is_none() && overlap < 0) ||
+            (!overlap_keyframes.is_none() && overlap_kf < 0))
           throw py::value_error("overlaps must be >= 0");
         // Each window streams with these options; windowed_options carries them over.
-        const StreamOptions stream = stream_options(
-            num_scale_frames, sliding_window, keyframe_interval, camera_iterations, true, false,
-            true, flow_threshold, max_non_keyframe_gap, max_special_frames);
-        const WindowedOptions o = windowed_options(
-            stream, window_size, overlap_size.is_none() ? -1 : overlap_size.cast<int>(),
-            overlap_keyframes.is_none() ? -1 : overlap_keyframes.cast<int>());
+        const StreamOptions stream =
+            stream_options(int_arg(num_scale_frames, "inference_windowed: num_scale_frames",
+                                   StreamOptions{}.scale_frames),
+                           sliding_window, keyframe_interval, camera_iterations, true, false, true,
+                           flow_threshold, max_non_keyframe_gap, max_special_frames);
+        const WindowedOptions o = windowed_options(stream, window_size, overlap, overlap_kf);
         return inference_windowed(e, images, stream, o, log);
       },
       py::arg("images"), py::arg("window_size") = 64, py::arg("overlap_size") = py::none(),
-      py::arg("overlap_keyframes") = py::none(), py::arg("num_scale_frames") = 8,
+      py::arg("overlap_keyframes") = py::none(), py::arg("num_scale_frames") = py::none(),
+      py::arg("scale_mode") = "median", py::arg("output_device") = py::none(),
       py::arg("keyframe_interval") = 1, py::arg("flow_threshold") = 0.0f,
       py::arg("max_non_keyframe_gap") = 30, py::kw_only(), py::arg("sliding_window") = 64,
       py::arg("camera_iterations") = 4, py::arg("max_special_frames") = 0,
       py::arg("log") = py::none(),
-      "The reference's inference_windowed: overlapping windows, each streamed with fresh caches,\n"
-      "aligned by Sim(3) on their overlaps and stitched. Returns {pose_enc [1, S, 9], depth\n"
+      "The reference's inference_windowed (its positional order): overlapping windows, each\n"
+      "streamed with fresh caches, aligned by Sim(3) on their overlaps and stitched. images and\n"
+      "output_device as inference_streaming. Returns {pose_enc [1, S, 9], depth\n"
       "[1, S, H, W, 1], depth_conf, frame_type, is_keyframe, chunk_scales and chunk_transforms\n"
       "(two or more windows), alignment_mode, images}. log(line) receives a line per window.");
 }

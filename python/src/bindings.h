@@ -10,6 +10,7 @@
 #include <string>
 
 #include "lingbot/engine.h"
+#include "lingbot/image.h"
 #include "lingbot/preflight.h"
 
 namespace lingbot::python {
@@ -20,7 +21,14 @@ namespace py = pybind11;
 struct PyEngine {
   EngineOptions options;
   std::unique_ptr<Engine> engine;
+  // The caches of the last inference_streaming as it ended (its session is gone by then), for
+  // get_cache_stats; clean_kv_cache empties it.
+  CacheStats last_stats;
 };
+
+// Cache statistics as a dict: the reference's get_cache_stats keys (frame_count, scale_pages,
+// live_pages, free_pages, special_tokens) first, then ours.
+py::dict stats_dict(const CacheStats& c);
 
 // A run the memory preflight refuses: raised as MemoryError.
 struct WontFit : std::runtime_error {
@@ -33,13 +41,30 @@ struct WontFit : std::runtime_error {
 // keyword names of Python (`scale` for the scale-frame count).
 void check_fits(const PyEngine& e, RunPlan plan, const char* scale);
 
-// A model-input frame from a numpy array: float [3, H, W] in [0, 1] (any float dtype, any
-// strides) or uint8 [H, W, 3]. Copied, so the array may change or go away afterwards. Raises
-// ValueError for another dtype or shape, or sides that are not multiples of the patch size.
-Tensor frame_from_array(const py::handle& image);
+// A picture argument of the wrong kind (not an array, another dtype, no 3-channel axis): raised
+// as lingbot_map.ImageError, a TypeError that is also a ValueError (what it was before).
+struct BadArray : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
-// A path argument (str or os.PathLike) as a string.
-std::string path_arg(const py::handle& path);
+// What an argument is, for error messages: "float64 [480, 640, 3]" for an array (never its
+// values), the type name otherwise.
+std::string describe(const py::handle& value);
+
+// A model-input frame (float [3, H, W] in [0, 1]) from a picture: uint8 or any float dtype,
+// [H, W, 3] or [3, H, W] (a [3, H, 3] array is taken as HWC when uint8, CHW when float), any
+// strides; copied, so the array may change afterwards. `what` names the argument in errors
+// ("push: image"). Raises BadArray for another kind of value, ValueError for sides that are not
+// positive multiples of the patch size.
+Tensor frame_from_array(const py::handle& image, const std::string& what);
+
+// The same picture as uint8 [H, W, 3] (floats in [0, 1] rounded to the nearest byte), for the
+// preprocessing, which works on bytes as the reference's PIL does.
+ImageU8 image_from_array(const py::handle& image, const std::string& what);
+
+// A path argument (str or os.PathLike) as a string; `what` names it in the TypeError for
+// anything else ("Engine: model").
+std::string path_arg(const py::handle& path, const std::string& what);
 
 // StreamOptions from the keyword arguments Engine.start and inference_streaming share; raises
 // ValueError for a keyframe interval below 1 (the engine checks the rest).

@@ -39,13 +39,18 @@ py::list run_step(PySession& s, F&& step) {
   return out;
 }
 
+}  // namespace
+
 py::dict stats_dict(const CacheStats& c) {
   py::dict d;
-  d["stored_frames"] = c.stored_frames;
+  // The reference counts frames appended to the cache (keyframes, evicted ones included): our
+  // stored_frames, kept under its own name too.
+  d["frame_count"] = c.stored_frames;
   d["scale_pages"] = c.scale_pages;
   d["live_pages"] = c.live_pages;
   d["free_pages"] = c.free_pages;
   d["special_tokens"] = c.special_tokens;
+  d["stored_frames"] = c.stored_frames;
   d["special_frames"] = c.special_frames;
   d["layers"] = c.layers;
   d["bytes"] = c.bytes;
@@ -55,9 +60,29 @@ py::dict stats_dict(const CacheStats& c) {
   return d;
 }
 
+namespace {
+
+void reset(PySession& s) {
+  py::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(s.busy);
+  s.session->reset();
+}
+
+py::dict session_stats(PySession& s) {
+  CacheStats c;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(s.busy);
+    c = s.session->cache_stats();
+  }
+  return stats_dict(c);
+}
+
 }  // namespace
 
-std::string path_arg(const py::handle& path) {
+std::string path_arg(const py::handle& path, const std::string& what) {
+  if (!py::isinstance<py::str>(path) && !py::hasattr(path, "__fspath__"))
+    throw py::type_error(what + " must be a path (str or os.PathLike), got " + describe(path));
   return py::str(py::module_::import("os").attr("fspath")(path));
 }
 
@@ -91,11 +116,12 @@ void bind_engine(py::module_& m) {
       .def(
           "push",
           [](PySession& s, const py::handle& image) {
-            Tensor frame = frame_from_array(image);
+            Tensor frame = frame_from_array(image, "push: image");
             return run_step(s, [&](const Session::Callback& cb) { s.session->push(frame, cb); });
           },
           py::arg("image"),
-          "Adds a frame: float32 [3, H, W] in [0, 1] or uint8 [H, W, 3], sides multiples of 14.\n"
+          "Adds a frame: uint8 or float (in [0, 1]), [H, W, 3] or [3, H, W] (what load_image,\n"
+          "preprocess and load_images return), sides multiples of 14.\n"
           "Returns the results ready so far, in frame order: the scale frames together once the\n"
           "last of them is pushed, then each frame within its own push or the next one.")
       .def(
@@ -112,35 +138,22 @@ void bind_engine(py::module_& m) {
           "Returns the results of every frame pushed so far, waiting for the device; the\n"
           "sequence goes on. For live sources slower than the device, whose results would\n"
           "otherwise wait for the next push.")
-      .def(
-          "reset",
-          [](PySession& s) {
-            py::gil_scoped_release release;
-            std::lock_guard<std::mutex> lock(s.busy);
-            s.session->reset();
-          },
-          "Starts a new sequence: clears the caches (the reference's clean_kv_cache); results "
-          "not yet returned are dropped.")
-      .def(
-          "cache_stats",
-          [](PySession& s) {
-            CacheStats c;
-            {
-              py::gil_scoped_release release;
-              std::lock_guard<std::mutex> lock(s.busy);
-              c = s.session->cache_stats();
-            }
-            return stats_dict(c);
-          },
-          "The caches after the last frame returned, as the reference's get_cache_stats: "
-          "stored_frames, scale_pages, live_pages, free_pages, special_tokens, and byte counts.");
+      .def("reset", &reset,
+           "Starts a new sequence: clears the caches; results not yet returned are dropped.")
+      .def("clean_kv_cache", &reset, "The reference's name for reset().")
+      .def("cache_stats", &session_stats,
+           "The caches after the last frame returned: frame_count (frames stored, evicted ones\n"
+           "included), scale_pages, live_pages, free_pages, special_tokens (the reference's\n"
+           "get_cache_stats), then stored_frames (= frame_count), special_frames, layers and\n"
+           "byte counts.")
+      .def("get_cache_stats", &session_stats, "The reference's name for cache_stats().");
 
   py::class_<PyEngine, std::shared_ptr<PyEngine>>(
       m, "Engine", "A loaded LingBot-Map model; sessions stream frames through it.")
       .def(py::init([](const py::handle& model, const py::object& arch, const std::string& device,
                        const std::string& precision, int threads) {
              auto e = std::make_shared<PyEngine>();
-             e->options.model = path_arg(model);
+             e->options.model = path_arg(model, "Engine: model");
              e->options.arch = arch.is_none() ? "" : py::str(arch).cast<std::string>();
              e->options.device = device;
              e->options.precision = precision;
@@ -180,6 +193,16 @@ void bind_engine(py::module_& m) {
           "cached frames; keyframe_interval: frames between cached keyframes; flow_threshold > 0:\n"
           "adaptive keyframes (pixels of motion); max_special_frames > 0 bounds memory on "
           "endless streams.")
+      .def(
+          "get_cache_stats", [](const PyEngine& e) { return stats_dict(e.last_stats); },
+          "The caches as the last inference_streaming left them (the reference's\n"
+          "get_cache_stats, with Session.cache_stats' keys); all zero before the first run and\n"
+          "after clean_kv_cache. The run's caches themselves are freed when it returns.")
+      .def(
+          "clean_kv_cache", [](PyEngine& e) { e.last_stats = CacheStats{}; },
+          "The reference's clean_kv_cache: inference_streaming starts from empty caches and frees\n"
+          "them when it returns, so this only clears what get_cache_stats reports. (A Session\n"
+          "has its own clean_kv_cache.)")
       .def_property_readonly("device", [](const PyEngine& e) { return e.options.device; })
       .def_property_readonly(
           "info",

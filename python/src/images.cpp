@@ -24,17 +24,6 @@ PreprocessMode mode_of(const std::string& mode) {
   throw py::value_error("unknown preprocessing mode '" + mode + "' (crop, pad or none)");
 }
 
-ImageU8 image_of(const py::handle& array) {
-  auto a = py::array_t<uint8_t, py::array::c_style>::ensure(array);
-  if (!a || a.ndim() != 3 || a.shape(2) != 3)
-    throw py::value_error("an image must be uint8 [H, W, 3] (RGB)");
-  ImageU8 img;
-  img.height = static_cast<int>(a.shape(0));
-  img.width = static_cast<int>(a.shape(1));
-  img.rgb.assign(a.data(), a.data() + a.size());
-  return img;
-}
-
 py::array_t<uint8_t> to_array(const Tensor& t) {
   py::array_t<uint8_t> out({t.dim(0), t.dim(1), t.dim(2)});
   std::memcpy(out.mutable_data(), t.raw(), t.nbytes());
@@ -82,7 +71,8 @@ void bind_images(py::module_& m) {
       "read_frames",
       [](const py::handle& input, double fps, int stride, int64_t first_k) {
         if (stride < 1) throw py::value_error("stride must be >= 1");
-        return Frames(path_arg(input), {.fps = fps, .stride = stride, .first_k = first_k});
+        return Frames(path_arg(input, "read_frames: input"),
+                      {.fps = fps, .stride = stride, .first_k = first_k});
       },
       py::arg("input"), py::arg("fps") = 10.0, py::arg("stride") = 1, py::arg("first_k") = 0,
       "The pictures of a folder of images, a video file, a capture device or a stream URL, "
@@ -91,7 +81,7 @@ void bind_images(py::module_& m) {
   m.def(
       "load_image",
       [](const py::handle& path) {
-        const std::string p = path_arg(path);
+        const std::string p = path_arg(path, "load_image: path");
         ImageU8 img;
         {
           py::gil_scoped_release release;
@@ -110,7 +100,7 @@ void bind_images(py::module_& m) {
         if (size <= 0 || size % 14 != 0)
           throw py::value_error("size " + std::to_string(size) +
                                 " is not a positive multiple of the patch size 14");
-        ImageU8 img = image_of(image);
+        ImageU8 img = image_from_array(image, "preprocess: image");
         const PreprocessMode pm = mode_of(mode);
         Tensor chw;
         {
@@ -120,12 +110,14 @@ void bind_images(py::module_& m) {
         return to_array(chw);
       },
       py::arg("image"), py::arg("mode") = "crop", py::arg("size") = 518,
-      "The reference's preprocessing of one uint8 [H, W, 3] image, bit for bit: uint8 [3, H', "
-      "W'].\n"
+      "The reference's preprocessing of one picture, bit for bit: uint8 [3, H', W'] (which\n"
+      "Session.push and the drivers take as it is). The picture: uint8, or float in [0, 1]\n"
+      "(rounded to bytes first), [H, W, 3] or [3, H, W].\n"
       "crop: width `size`, height centre-cropped to at most `size`; pad: longer side `size`,\n"
       "padded with white to size x size; none: unchanged (sides must be multiples of 14).");
   m.def(
-      "list_images", [](const py::handle& folder) { return list_images(path_arg(folder)); },
+      "list_images",
+      [](const py::handle& folder) { return list_images(path_arg(folder, "list_images: folder")); },
       py::arg("folder"),
       "The .png/.jpg/.jpeg files in a folder, in natural order (2.png before 10.png).");
 }

@@ -1,4 +1,4 @@
-// Frames in (numpy -> Tensor) and results out (FrameResult with numpy views of its arrays).
+// Results out: FrameResult with numpy views of its arrays.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -13,14 +13,6 @@ namespace lingbot::python {
 
 namespace {
 
-constexpr int64_t kPatch = 14;  // the model's patch size: frame sides are multiples of it
-
-std::string shape_of(const py::array& a) {
-  std::string s = "[";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + "]";
-}
-
 // A numpy view of a result's array; `owner` (the Python FrameResult) keeps it alive.
 py::array_t<float> view(const py::object& owner, const float* data,
                         std::vector<py::ssize_t> shape) {
@@ -28,35 +20,6 @@ py::array_t<float> view(const py::object& owner, const float* data,
 }
 
 }  // namespace
-
-Tensor frame_from_array(const py::handle& image) {
-  py::array a = py::array::ensure(image);
-  if (!a)
-    throw py::value_error("a frame must be a numpy array (float32 [3, H, W] or uint8 [H, W, 3])");
-  const char kind = a.dtype().kind();
-  Tensor t;
-  if (kind == 'u' && a.itemsize() == 1 && a.ndim() == 3 && a.shape(2) == 3) {
-    auto u8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(a);
-    ImageU8 img;
-    img.height = static_cast<int>(u8.shape(0));
-    img.width = static_cast<int>(u8.shape(1));
-    img.rgb.assign(u8.data(), u8.data() + u8.size());
-    t = to_tensor(img);
-  } else if (kind == 'f' && a.ndim() == 3 && a.shape(0) == 3) {
-    auto f = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
-    t = Tensor::zeros({3, f.shape(1), f.shape(2)});
-    std::memcpy(t.f32(), f.data(), t.nbytes());
-  } else {
-    throw py::value_error("a frame must be float32 [3, H, W] in [0, 1] or uint8 [H, W, 3], got " +
-                          std::string(py::str(a.dtype())) + " " + shape_of(a));
-  }
-  const int64_t h = t.dim(1), w = t.dim(2);
-  if (h <= 0 || w <= 0 || h % kPatch || w % kPatch)
-    throw py::value_error("the frame is " + std::to_string(w) + "x" + std::to_string(h) +
-                          ": both sides must be positive multiples of 14 (preprocess it with "
-                          "lingbot_map.load_images or lingbot_map.preprocess)");
-  return t;
-}
 
 py::array_t<float> to_array(const float* data, std::vector<py::ssize_t> shape) {
   py::array_t<float> out(shape);

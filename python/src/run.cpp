@@ -91,7 +91,8 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
                        .stride = get<int>(o, "point_stride"),
                        .voxel = get<float>(o, "voxel")};
   ro.exports.depth.depth_scale = get<float>(o, "depth_scale");
-  if (!o["cache_stats"].is_none()) ro.cache_stats_path = path_arg(o["cache_stats"]);
+  if (!o["cache_stats"].is_none())
+    ro.cache_stats_path = path_arg(o["cache_stats"], "run: cache_stats");
 
   if (get<bool>(o, "preflight")) {
     std::optional<Tensor> first;
