@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace lingbot::test {
@@ -16,10 +17,12 @@ inline std::string python_with_onnx() {
   return "";
 }
 
-// Writes sky.onnx, scene.npy and expected.npy into `dir`; false when it cannot.
+// Writes sky.onnx, scene.npy and expected.npy into `dir` (made if missing); false when it
+// cannot.
 inline bool make_sky_model(const std::string& dir) {
   const std::string py = python_with_onnx();
   if (py.empty()) return false;
+  std::filesystem::create_directories(dir);
   const std::string cmd = py + " " + LINGBOT_SOURCE_DIR + "/tests/python/sky_model.py " + dir;
   return std::system(cmd.c_str()) == 0;
 }
