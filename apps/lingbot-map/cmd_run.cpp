@@ -16,6 +16,7 @@
 #include "lingbot/image.h"
 #include "lingbot/preflight.h"
 #include "lingbot/run.h"
+#include "lingbot/sky_mask.h"
 #include "lingbot/source.h"
 #include "lingbot/windowed.h"
 #include "pipeline.h"
@@ -42,6 +43,8 @@ struct RunArgs {
   bool realtime = false;
   std::string json;  // the timing report as JSON
   ViewerArgs viewer;
+  bool rotate_clockwise_90 = false;
+  SkyMaskOptions sky;
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -135,8 +138,9 @@ int run(const RunArgs& a) {
                            int64_t{a.overlap_keyframes} * std::max(1, a.stream.keyframe_interval)});
     in.exact_count = true;  // the window plan needs the length
   }
-  auto input =
-      open_source(a.input, in, [&](const ImageU8& img) { return model_input(img, mode, a.size); });
+  auto input = open_source(a.input, in, [&](const ImageU8& img) {
+    return model_input(a.rotate_clockwise_90 ? rotate_clockwise_90(img) : img, mode, a.size);
+  });
   LINGBOT_CHECK(!(windowed && input->live()),
                 "--mode windowed needs a folder or a video file, not a live source");
   // Live sources have no length: the estimate covers the frames the caches keep for good.
@@ -149,6 +153,11 @@ int run(const RunArgs& a) {
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
   if (stream.keyframe_interval == 0) stream.keyframe_interval = auto_keyframe_interval(frames);
+  if (!a.sky.visualization_dir.empty() && a.sky.model.empty() && a.sky.dir.empty())
+    throw Error("--sky-mask-visualization-dir needs --mask-sky or --sky-mask-dir");
+  // The model loads (and is tried once) before anything else, so that a bad one fails at once.
+  if (!a.dry_run && (!a.sky.model.empty() || !a.sky.dir.empty()))
+    o.sky_mask = std::make_shared<SkyMasker>(a.sky);
   if (!a.dry_run) {
     prepare_output_folder(a.out);
     claim_output_folder(a.out, a.overwrite);
@@ -266,6 +275,12 @@ int run(const RunArgs& a) {
                 static_cast<long long>(r.dropped));
   if (!o.exports.formats.empty())
     std::printf("exports in %s/: %s\n", a.out.c_str(), join(o.exports.formats).c_str());
+  if (o.sky_mask) {
+    const SkyMasker::Counts c = o.sky_mask->counts();
+    std::printf("sky masks: %lld computed, %lld reused%s%s\n", static_cast<long long>(c.computed),
+                static_cast<long long>(c.reused), a.sky.dir.empty() ? "" : " from ",
+                a.sky.dir.c_str());
+  }
   if (viewer) {
     std::fflush(stdout);
     serve_until_interrupted(*viewer);
@@ -349,6 +364,17 @@ void add_run(CLI::App& app) {
   sub->add_option("--overlap-keyframes", a->overlap_keyframes,
                   "windowed: overlap in keyframes (wins over --overlap)");
   sub->add_option("--size", a->size, "model input width for crop/pad")->capture_default_str();
+  sub->add_flag("--rotate-clockwise-90", a->rotate_clockwise_90,
+                "turn every picture a quarter turn clockwise before preprocessing (portrait "
+                "videos stored sideways)");
+  sub->add_option("--mask-sky", a->sky.model,
+                  "sky segmentation ONNX model (the reference's skyseg.onnx): sky pixels get "
+                  "confidence 0, so the points and every export lose them");
+  sub->add_option("--sky-mask-dir", a->sky.dir,
+                  "sky masks, one PNG per frame: read when present and of the frame's size, else "
+                  "computed with --mask-sky and written (alone: masks from this folder only)");
+  sub->add_option("--sky-mask-visualization-dir", a->sky.visualization_dir,
+                  "write frame | mask | sky tinted red, side by side, one PNG per frame");
   sub->add_option("--out", a->out, "output folder")->required();
   sub->add_flag("--overwrite", a->overwrite,
                 "replace the results of an earlier run in --out (only the files runs write)");

@@ -42,6 +42,10 @@ void write_png(const std::string& path, const ImageU8& img);
 // 16-bit greyscale PNG (e.g. depth maps); `data` is h*w values, row-major.
 void write_png_gray16(const std::string& path, int w, int h, const uint16_t* data);
 
+// The picture turned a quarter turn clockwise (W x H becomes H x W), losslessly: the reference
+// demo's --rotate_clockwise_90, which turns the decoded pictures before preprocessing.
+ImageU8 rotate_clockwise_90(const ImageU8& img);
+
 // The *.png / *.jpg / *.jpeg files (any letter case) directly inside `dir`, full paths, in
 // natural order ("2.png" before "10.png"). Throws Error if `dir` is missing or holds none.
 std::vector<std::string> list_images(const std::string& dir);

@@ -29,6 +29,7 @@
 
 #include "lingbot/engine.h"
 #include "lingbot/exports.h"
+#include "lingbot/sky_mask.h"
 #include "lingbot/source.h"
 #include "lingbot/windowed.h"
 
@@ -46,6 +47,10 @@ struct RunOptions {
   // More outputs of the caller's, each on its own thread like the exports (a viewer, a socket).
   std::vector<std::shared_ptr<ResultSink>> sinks;
   std::string cache_stats_path;  // KV-cache counters per frame as JSON lines; empty = none
+  // Set: each result's confidence is multiplied by its frame's non-sky mask before any output
+  // (the predictions file, the exports, the sinks and on_result) sees it. Its time is reported
+  // as the output "sky mask".
+  std::shared_ptr<SkyMasker> sky_mask;
   int prefetch = 4;      // frames read ahead of the device (a live source: 1, the newest counts)
   int read_threads = 0;  // readers for sources read in any order; 0 = up to 4, one per core
   int output_queue = 8;  // results waiting for each output before the device waits for it

@@ -188,6 +188,8 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
         max_special_frames: int = 0, window_size: int = 64, overlap: int = 16,
         overlap_keyframes: int | None = None, conf_threshold: float = 1.5, point_stride: int = 4,
         voxel: float = 0.0, depth_scale: float = 1000, cache_stats: PathLike | None = None, preflight: bool = True,
+        rotate_clockwise_90: bool = False, mask_sky: PathLike | None = None,
+        sky_mask_dir: PathLike | None = None, sky_mask_visualization_dir: PathLike | None = None,
         progress: Callable[[int, int], None] | None = None,
         log: Callable[[str], None] | None = None) -> dict:
     """What `lingbot-map run` does, from Python: returns the reference demo's prediction dict.
@@ -199,7 +201,9 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
     "streaming" or "windowed" (window_size, overlap, overlap_keyframes). The model comes from `engine`, or is
     loaded from `model` (arch, device, precision, threads). keyframe_interval 0 = the demo's
     rule (about 320 keyframes per video). The other arguments are the CLI's options of the same
-    names. progress(done, total) is called per result (total 0 = unknown); Ctrl-C ends the input
+    names; rotate_clockwise_90, mask_sky (an ONNX sky segmentation model), sky_mask_dir and
+    sky_mask_visualization_dir are --rotate-clockwise-90, --mask-sky, --sky-mask-dir and
+    --sky-mask-visualization-dir. progress(done, total) is called per result (total 0 = unknown); Ctrl-C ends the input
     and raises KeyboardInterrupt once the frames before it are written. Raises MemoryError
     (unless preflight=False) when the run cannot fit.
 
@@ -222,7 +226,12 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
                    max_special_frames=max_special_frames, window_size=window_size,
                    overlap=overlap, overlap_keyframes=overlap_keyframes,
                    conf_threshold=conf_threshold, point_stride=point_stride, voxel=voxel,
-                   depth_scale=depth_scale, cache_stats=cache_stats, preflight=preflight)
+                   depth_scale=depth_scale, cache_stats=cache_stats, preflight=preflight,
+                   rotate_clockwise_90=rotate_clockwise_90,
+                   mask_sky=None if mask_sky is None else os.fspath(mask_sky),
+                   sky_mask_dir=None if sky_mask_dir is None else os.fspath(sky_mask_dir),
+                   sky_mask_visualization_dir=None if sky_mask_visualization_dir is None
+                   else os.fspath(sky_mask_visualization_dir))
     if keyframe_interval < 0:
         raise ValueError(f"keyframe_interval must be >= 0 (0 = auto), got {keyframe_interval}")
     results, images = _run(engine, os.fspath(input), "" if out is None else os.fspath(out),

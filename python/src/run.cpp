@@ -70,10 +70,13 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
                                             int64_t{w.overlap_keyframes} * w.keyframe_interval});
     in.exact_count = true;
   }
+  const bool rotate = get<bool>(o, "rotate_clockwise_90");
   std::unique_ptr<FrameSource> source;
   {
     py::gil_scoped_release release;
-    source = open_source(input, in, [=](const ImageU8& img) { return model_input(img, pm, size); });
+    source = open_source(input, in, [=](const ImageU8& img) {
+      return model_input(rotate ? rotate_clockwise_90(img) : img, pm, size);
+    });
   }
   if (windowed && source->live())
     throw py::value_error("windowed mode needs a folder or a video file, not a live source");
@@ -93,6 +96,15 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
   ro.exports.depth.depth_scale = get<float>(o, "depth_scale");
   if (!o["cache_stats"].is_none())
     ro.cache_stats_path = path_arg(o["cache_stats"], "run: cache_stats");
+  SkyMaskOptions sky;
+  if (!o["mask_sky"].is_none()) sky.model = path_arg(o["mask_sky"], "run: mask_sky");
+  if (!o["sky_mask_dir"].is_none()) sky.dir = path_arg(o["sky_mask_dir"], "run: sky_mask_dir");
+  if (!o["sky_mask_visualization_dir"].is_none())
+    sky.visualization_dir =
+        path_arg(o["sky_mask_visualization_dir"], "run: sky_mask_visualization_dir");
+  if (!sky.visualization_dir.empty() && sky.model.empty() && sky.dir.empty())
+    throw py::value_error("sky_mask_visualization_dir needs mask_sky or sky_mask_dir");
+  if (!sky.model.empty() || !sky.dir.empty()) ro.sky_mask = std::make_shared<SkyMasker>(sky);
 
   if (get<bool>(o, "preflight")) {
     std::optional<Tensor> first;

@@ -55,4 +55,8 @@ ImageU8 load_image(const std::string& path) {
   return decode_image(bytes.data(), bytes.size(), path);
 }
 
+ImageU8 rotate_clockwise_90(const ImageU8& img) {
+  return codec::apply_orientation(img, 6);  // EXIF 6: the picture turned a quarter clockwise
+}
+
 }  // namespace lingbot

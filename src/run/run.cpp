@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -88,10 +89,11 @@ class Delivery {
     if (ex.out_dir.empty()) ex.out_dir = o.out_dir;
     if (!ex.name) ex.name = source.names();
     if (!ex.timestamp) ex.timestamp = source.timestamps();
+    names_ = ex.name ? ex.name : FrameNamer(default_frame_name);
     LINGBOT_CHECK(ex.formats.empty() || !ex.out_dir.empty(), "exports need an output folder");
     for (auto& s : make_sinks(ex)) sinks.push_back(std::move(s));
     // The predictions take no colours: the input frames are kept for the others only.
-    frames_wanted_ = sinks.size() > (predictions_ ? 1u : 0u) || o.on_result;
+    frames_wanted_ = sinks.size() > (predictions_ ? 1u : 0u) || o.on_result || o.sky_mask;
     outputs_ = std::make_unique<OutputThreads>(std::move(sinks), o.output_queue);
   }
 
@@ -101,8 +103,18 @@ class Delivery {
   }
 
   // `stats` only where a session's statistics are known (streaming).
-  void deliver(const FrameResult& r, std::shared_ptr<const Tensor> frame, const CacheStats* stats) {
+  void deliver(const FrameResult& result, std::shared_ptr<const Tensor> frame,
+               const CacheStats* stats) {
     const auto t0 = Clock::now();
+    // Sky masking finalises the confidence, so that every output sees the same.
+    std::optional<FrameResult> masked;
+    if (o_.sky_mask) {
+      LINGBOT_CHECK(frame, "sky masking: frame " + std::to_string(result.index) + " was not kept");
+      masked = result;
+      o_.sky_mask->apply(*masked, *frame, names_(result.index));
+      report_.outputs["sky mask"] += since(t0);
+    }
+    const FrameResult& r = masked ? *masked : result;
     if (!all_finite(r)) note_non_finite(r.index);
     if (stats && stats_.is_open()) write_cache_stats(stats_, r, *stats);
     if (!outputs_->empty()) {
@@ -147,6 +159,7 @@ class Delivery {
   const RunOptions& o_;
   RunReport& report_;
   std::shared_ptr<PredictionsWriter> predictions_;  // among the outputs; null without a folder
+  FrameNamer names_;                                // the frames' names, for the sky masks' files
   std::ofstream stats_;
   std::unique_ptr<OutputThreads> outputs_;
   bool frames_wanted_ = false;
