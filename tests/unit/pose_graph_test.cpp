@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "lingbot/error.h"
 #include "lingbot/loop.h"
@@ -162,8 +163,11 @@ TEST(PoseGraph, DriftingTwoLapLoopWithOutliersComesBackToFifthOfItsError) {
     PoseGraph g;
     for (int i = 0; i < 600; ++i) g.add_node(i, c.tr.streamed[i]);
     for (const PoseEdge& l : c.loops) g.add_loop(l);
+    // Wall and CPU time (CPU: the wall time counts other processes on a shared machine).
     const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
     const PoseGraphSummary s = g.optimize();
+    const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::vector<Sim3> est;
@@ -174,14 +178,14 @@ TEST(PoseGraph, DriftingTwoLapLoopWithOutliersComesBackToFifthOfItsError) {
     for (const LoopOutcome& o : s.loops) wrong += (o.score == 30) == o.accepted;
     std::printf(
         "seed %u: ATE %.3f -> %.3f m (x%.3f), %d accepted, %d rejected, %d misjudged, "
-        "%d solves, %.0f ms\n",
-        seed, before, after, after / before, s.accepted, s.rejected, wrong, s.solves, ms);
+        "%d solves, %.0f ms (CPU %.0f ms)\n",
+        seed, before, after, after / before, s.accepted, s.rejected, wrong, s.solves, ms, cpu_ms);
     EXPECT_GT(before, 2.0);  // the drift is real
     EXPECT_LE(after, 0.2 * before) << "seed " << seed;
+    // Every outlier switched off, every true loop kept.
     for (const LoopOutcome& o : s.loops)
-      std::printf("  %s %4lld -> %4lld: %s %.2f %s\n", o.score == 30 ? "OUT" : "in ",
-                  (long long)o.from, (long long)o.to, o.accepted ? "acc" : "rej", o.residual,
-                  o.reason.c_str());
+      EXPECT_EQ(o.accepted, o.score != 30) << "seed " << seed << ": " << o.from << " -> " << o.to
+                                           << " residual " << o.residual << " " << o.reason;
     EXPECT_GT(s.max_translation, 1.0);
   }
 }
