@@ -10,7 +10,8 @@ packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-
           libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev)
 if [[ ${1:-all} != demo ]]; then
   packages+=(libgtest-dev libbenchmark-dev clang pybind11-dev python3-dev python3-numpy
-             python3-pytest python3-skbuild chromium python3-yaml libopencv-dev python3-onnx)
+             python3-pytest python3-skbuild chromium python3-yaml libopencv-dev python3-onnx
+             libceres-dev)
 fi
 # The viewer's page is bundled with node's esbuild: Debian's nodejs and npm unless a node is
 # already installed (e.g. a newer one from elsewhere).
