@@ -6,7 +6,9 @@
 #ifdef LINGBOT_HAVE_SERVER
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -429,6 +431,40 @@ TEST_F(Serve, StopClosesLiveStreams) {
   client.join();
   EXPECT_EQ(got.close_code, 1001);
   EXPECT_TRUE(idle(*server));
+}
+
+// Threads of this process now.
+int process_threads() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// serve --threads N bounds each stream: its worker thread runs the model's parallel regions
+// with N threads (here 1: no OpenMP thread beside the worker), not with one per core.
+TEST_F(Serve, AStreamRunsWithinTheEnginesThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing to bound";
+  auto server = serve();
+  const int before = process_threads();  // the network thread included
+  std::atomic<bool> streaming{true};
+  std::atomic<int> peak{0};
+  std::thread sampler([&] {
+    while (streaming) {
+      peak = std::max(peak.load(), process_threads());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  Script s;
+  s.text(start_message({.scale_frames = 2, .window = 4}).dump());
+  for (int t = 0; t < 6; ++t) s.binary(frames().raw[t]);
+  s.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), s);
+  streaming = false;
+  sampler.join();
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.describe();
+  // The sampler and the session's worker: nothing else.
+  EXPECT_LE(peak.load() - before, 2)
+      << before << " threads before the stream, " << peak.load() << " at its peak";
 }
 
 // The session worker's queues: a client that sends frames but reads nothing gets at most
