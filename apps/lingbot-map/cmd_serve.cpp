@@ -86,8 +86,11 @@ int serve(ServeArgs& a) {
   std::fprintf(stderr, "serve: stopping\n");
   server.stop();
   const ServerStats s = server.stats();
-  std::fprintf(stderr, "serve: %lld streams finished, %lld refused, %lld frames\n",
+  std::fprintf(stderr,
+               "serve: %lld streams finished, %lld refused, %lld closed for errors, %lld "
+               "disconnected; %lld frames\n",
                static_cast<long long>(s.finished), static_cast<long long>(s.refused),
+               static_cast<long long>(s.errors), static_cast<long long>(s.disconnected),
                static_cast<long long>(s.frames));
   return 0;
 #else
@@ -126,6 +129,10 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--start-timeout", s.start_timeout_s,
                   "seconds a connection may take to send its start message")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  sub->add_option("--stream-idle-timeout", s.stream_idle_timeout_s,
+                  "seconds a started stream may leave the server waiting for its next frame")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   sub->add_flag("--view", s.view,

@@ -38,7 +38,10 @@ struct ServerOptions {
   size_t max_frame_bytes = size_t{32} << 20;  // one frame message; larger ones close the stream
   int queue = 4;                              // frames read ahead of a session's model steps
   int start_timeout_s = 10;  // a connection with no "start" message by then is closed (1008)
-  StreamOptions stream;      // defaults for what a start message leaves out
+  // A started stream that sends no frame (nor "finish") for this long while the server waits
+  // for one is closed (1008), so that idle clients do not hold the server's slots.
+  int stream_idle_timeout_s = 30;
+  StreamOptions stream;  // defaults for what a start message leaves out
   std::vector<ServedEngine> engines;
   // Bytes the sessions of each engine may reserve; 0 = measured when the server starts: the
   // device's free memory after the weights, or the host's available memory on the CPU.
@@ -56,11 +59,12 @@ struct ServedDeviceStats {
 };
 
 struct ServerStats {
-  int64_t sessions = 0;      // streaming now
-  int64_t finished = 0;      // ended by the client's finish
-  int64_t refused = 0;       // refused by admission control
-  int64_t errors = 0;        // closed for a malformed or out-of-order message
-  int64_t disconnected = 0;  // the client went away mid-stream
+  int64_t sessions = 0;  // streaming now
+  int64_t finished = 0;  // ended by the client's finish
+  int64_t refused = 0;   // refused by admission control, or at the handshake (503)
+  // Closed for a malformed or out-of-order message, a timeout or a WebSocket protocol error.
+  int64_t errors = 0;
+  int64_t disconnected = 0;  // the client went away (before its "start" included)
   int64_t frames = 0;        // results sent, all sessions
   std::vector<ServedDeviceStats> devices{};
 };

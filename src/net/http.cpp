@@ -49,6 +49,14 @@ std::string query_param(const Request& req, std::string_view name) {
   return {};
 }
 
+std::string peer_of(const tcp::socket& socket) {
+  beast::error_code ec;
+  const tcp::endpoint e = socket.remote_endpoint(ec);
+  if (ec) return "an unknown peer";
+  const std::string a = e.address().to_string();
+  return (e.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(e.port());
+}
+
 HttpSession::HttpSession(tcp::socket&& socket, Handler handler, bool loopback)
     : stream_(std::move(socket)), handler_(std::move(handler)), loopback_(loopback) {}
 

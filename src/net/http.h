@@ -34,6 +34,9 @@ bool trusted(const Request& req, bool loopback);
 std::string_view path_of(const Request& req);
 std::string query_param(const Request& req, std::string_view name);
 
+// The socket's peer as "ADDRESS:PORT" (an IPv6 address in brackets), for log lines.
+std::string peer_of(const tcp::socket& socket);
+
 class HttpSession;
 // Called on the io thread for each trusted request: answers through the session, or takes its
 // socket (release_socket) for a WebSocket.
@@ -49,6 +52,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void respond(const Request& req, http::status status, std::string_view type,
                std::string_view body, bool keep_alive = true);
   tcp::socket release_socket() { return stream_.release_socket(); }
+  std::string peer() const { return peer_of(stream_.socket()); }
 
  private:
   void on_request(Request req);

@@ -32,14 +32,26 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   // Ends the stream with `reason` and close `code`: the protocol was broken (not a crash).
   void fail(int code, const std::string& reason);
   void pump();  // writes the next message unless one is being written
-  void gone();  // the socket failed or closed: the session ends
+  // The socket failed or closed (`ec`): the session ends, counted (a protocol error as an
+  // error, else a disconnection) and logged, unless the server was closing it already.
+  void gone(const net::beast::error_code& ec);
   void wake();  // from any thread
   void on_start_timeout();
+  // The stream idle timeout: checks, and re-arms itself while the stream is not waiting for its
+  // client (frames queued or being computed, a message being written).
+  void arm_idle(Clock::duration after);
+  void on_idle_check();
+  void log(const std::string& what) const;  // one line on stderr, naming the stream and peer
 
   net::websocket::stream<net::beast::tcp_stream> ws_;
   // Until "start" arrives the socket holds no session, but a slot of the server's connections:
-  // the websocket's own idle timeout (minutes) is too long for that.
-  net::asio::steady_timer start_timer_;
+  // the websocket's own idle timeout (minutes) is too long for that. Afterwards the same timer
+  // bounds how long a started stream may leave the server waiting for a frame.
+  net::asio::steady_timer timer_;
+  Clock::time_point waiting_since_{};  // the server has been waiting for the client since
+  int64_t frames_in_ = 0;              // frame messages received
+  int64_t announced_ = 0;              // frames the start message announced (0: open-ended)
+  std::string peer_;                   // the client's address, for the log
   Context& ctx_;
   net::beast::flat_buffer in_;
   std::shared_ptr<SessionWorker> worker_;

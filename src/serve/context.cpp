@@ -1,5 +1,6 @@
 #include "serve/context.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "lingbot/error.h"
@@ -44,9 +45,18 @@ Context::Opened Context::open(Start start, std::function<void()> wake) {
   Opened o;
   const std::vector<size_t> need = estimates(start);
   int64_t active = 0;
-  for (const ServedDeviceStats& d : admission.devices()) active += d.sessions;
+  const std::vector<ServedDeviceStats> devices = admission.devices();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    active += devices[i].sessions;
+    // For the refusal's numbers: the device with the most room, and the need there.
+    const ServedDeviceStats& d = devices[i];
+    const size_t room = d.budget_bytes - std::min(d.budget_bytes, d.reserved_bytes);
+    if (i == 0 || room > o.free) {
+      o.free = room;
+      o.need = need[i];
+    }
+  }
   if (active >= options.max_sessions) {
-    o.need = need.empty() ? 0 : need[0];
     o.refused =
         "the server is serving its maximum of " + std::to_string(options.max_sessions) + " streams";
     metrics.ended("", Outcome::Refused);

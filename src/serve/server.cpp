@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -55,16 +56,22 @@ struct StreamServer::Impl {
     // The viewer's page is the program's own, the same for everyone: no token needed for it.
     if (views && !websocket::is_upgrade(req) && views->route(http, req)) return;
 #endif
-    if (!authorized(req))
+    if (!authorized(req)) {
+      log_refusal(*http, path, "missing or wrong token (401)");
       return text(http::status::unauthorized, "missing or wrong token\n", false);
+    }
 #ifdef LINGBOT_SERVE_VIEW
     if (views && websocket::is_upgrade(req) && views->route(http, req)) return;
 #endif
     if (websocket::is_upgrade(req)) {
       if (path != "/v1/stream") return text(http::status::not_found, "not found\n");
       std::erase_if(streams, [](const auto& w) { return w.expired(); });
-      if (streams.size() >= size_t(options.max_sessions) + kExtraConnections)
+      if (streams.size() >= size_t(options.max_sessions) + kExtraConnections) {
+        log_refusal(*http, path,
+                    "too many connections (503): " + std::to_string(streams.size()) + " open");
+        ctx->metrics.ended("", serve::Outcome::Refused);
         return text(http::status::service_unavailable, "too many connections\n");
+      }
       auto c = std::make_shared<StreamConnection>(http->release_socket(), *ctx);
       streams.push_back(c);
       return c->start(std::move(req));
@@ -74,6 +81,12 @@ struct StreamServer::Impl {
                            ctx->metrics.prometheus(ctx->admission.devices()));
     if (path == "/v1/info") return http->respond(req, http::status::ok, "application/json", info());
     text(http::status::not_found, "not found\n");
+  }
+
+  // One line per connection refused before it became a stream: what operations look for.
+  static void log_refusal(const HttpSession& http, std::string_view path, const std::string& why) {
+    std::fprintf(stderr, "serve: refused %.*s from %s: %s\n", int(path.size()), path.data(),
+                 http.peer().c_str(), why.c_str());
   }
 
   bool authorized(const Request& req) const {
@@ -132,6 +145,8 @@ StreamServer::StreamServer(ServerOptions o) {
   LINGBOT_CHECK_ARG(o.queue >= 1, "serve: the queue must hold at least 1 frame");
   LINGBOT_CHECK_ARG(o.start_timeout_s >= 1 && o.start_timeout_s <= 3600,
                     "serve: the start timeout must be 1 to 3600 s");
+  LINGBOT_CHECK_ARG(o.stream_idle_timeout_s >= 1 && o.stream_idle_timeout_s <= 3600,
+                    "serve: the stream idle timeout must be 1 to 3600 s");
   LINGBOT_CHECK_ARG(o.max_frame_bytes >= serve::kRawHeaderBytes,
                     "serve: max frame bytes too small");
   impl_ = std::make_unique<Impl>(std::move(o));

@@ -33,6 +33,11 @@ bool SessionWorker::wants_frames() const {
   return static_cast<int>(in_.size()) < s_.queue && !finishing_ && !cancelled_;
 }
 
+bool SessionWorker::waiting_for_frames() const {
+  std::lock_guard lock(mu_);
+  return in_.empty() && out_.empty() && !working_ && !finishing_ && !cancelled_;
+}
+
 void SessionWorker::finish() {
   {
     std::lock_guard lock(mu_);
@@ -131,6 +136,7 @@ void SessionWorker::run() {
         }
         f = std::move(in_.front());
         in_.pop_front();
+        working_ = true;
       }
       s_.wake();  // room for the next frame
       const Tensor t = decode(f.bytes, frames_);
@@ -146,13 +152,15 @@ void SessionWorker::run() {
         idle = in_.empty() && !finishing_ && !cancelled_;
       }
       if (idle) session_->flush(deliver);
+      std::lock_guard lock(mu_);
+      working_ = false;
     }
   } catch (const std::exception& e) {
     // Bad input (an undecodable frame, one of another size) or a failure of the model, an
     // allocation included: the stream ends with its reason; the server goes on.
     std::lock_guard lock(mu_);
     if (!cancelled_) outcome_ = Outcome::Error;
-    last = Outgoing{.data = error_json(e.what()), .close_code = 1008};
+    last = Outgoing{.data = error_json(e.what()), .close_code = 1008, .reason = e.what()};
   }
   // The session and its reservation are gone before the client hears that the stream ended.
   session_.reset();

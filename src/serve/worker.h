@@ -30,6 +30,7 @@ struct Outgoing {
   int close_code = 0;            // close the WebSocket with this code after it (0: stay open)
   bool result = false;           // a result's text: counted in the metrics once sent
   Clock::time_point received{};  // result: when its frame arrived
+  std::string reason{};          // an error that ends the stream: for the server's log
 };
 
 struct WorkerSetup {
@@ -57,8 +58,11 @@ class SessionWorker {
   // The network thread's side.
   void push(std::string frame, Clock::time_point received);
   bool wants_frames() const;  // fewer than `queue` frames waiting, and no finish yet
-  void finish();              // the client's finish: the frames waiting, then the session's end
-  void cancel(Outcome why);   // the client left or broke the protocol: drop everything
+  // Nothing to do but wait for the client's next frame: none queued or being computed, every
+  // message taken, no finish yet (the stream idle timeout counts only then).
+  bool waiting_for_frames() const;
+  void finish();             // the client's finish: the frames waiting, then the session's end
+  void cancel(Outcome why);  // the client left or broke the protocol: drop everything
   std::optional<Outgoing> pop();
   bool done() const { return done_; }  // the session is destroyed, its reservation given back
 
@@ -85,6 +89,7 @@ class SessionWorker {
   std::deque<Frame> in_;
   std::deque<Outgoing> out_;
   bool finishing_ = false, cancelled_ = false;
+  bool working_ = false;  // a frame taken from in_ is being decoded or computed
   std::atomic<bool> done_{false};
   std::thread thread_;
 };

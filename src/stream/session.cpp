@@ -13,6 +13,9 @@ StreamSession::StreamSession(Model& model, StepScheduler& scheduler, const Strea
       scheduler_(scheduler),
       opt_(options),
       keyframes_({.threshold = options.flow_threshold, .max_gap = options.max_non_keyframe_gap}) {
+  // The thread that starts a session usually pushes its frames: its CPU threads are bounded
+  // from here on, the preprocessing of its frames included.
+  model_.backend().use_on_this_thread();
   LINGBOT_CHECK_ARG(opt_.scale_frames >= 1, "scale frames must be at least 1");
   LINGBOT_CHECK_ARG(opt_.window >= 1, "the window must hold at least 1 frame");
   LINGBOT_CHECK_ARG(opt_.camera_iterations >= 1, "camera iterations must be at least 1");

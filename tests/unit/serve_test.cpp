@@ -6,7 +6,9 @@
 #ifdef LINGBOT_HAVE_SERVER
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -429,6 +431,190 @@ TEST_F(Serve, StopClosesLiveStreams) {
   client.join();
   EXPECT_EQ(got.close_code, 1001);
   EXPECT_TRUE(idle(*server));
+}
+
+// A stream that has started and then sends nothing gives its slot back after the stream idle
+// timeout, with a reason; one whose frames come closer together than that is not cut. Sixteen
+// such idle streams would otherwise hold every slot of the server for minutes.
+TEST_F(Serve, AStreamThatStopsSendingIsClosedAfterTheIdleTimeout) {
+  ServerOptions o;
+  o.max_sessions = 1;
+  o.stream_idle_timeout_s = 1;
+  auto server = serve(o);
+  Script idle_stream;
+  idle_stream.text(start_message({.scale_frames = 2}).dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  const Stream got = stream(server->port(), idle_stream);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(got.find("ready"), nullptr) << got.describe();
+  const json* err = got.find("error");
+  ASSERT_NE(err, nullptr) << got.describe();
+  EXPECT_NE(err->at("reason").get<std::string>().find("no frame for 1 s"), std::string::npos)
+      << err->dump();
+  EXPECT_EQ(got.close_code, 1008);
+  EXPECT_GE(waited, 0.9);
+  EXPECT_LT(waited, 30.0);  // not the HTTP layer's minutes
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+  EXPECT_EQ(server->stats().errors, 1);
+  // The slot is free again, and a stream that pauses less than the timeout finishes.
+  Script s;
+  s.text(start_message({.scale_frames = 2}).dump());
+  s.binary(frames().raw[0]);
+  s.binary(frames().raw[1]);
+  s.pause_before_last_ms = 400;
+  s.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), s);
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.describe();
+  EXPECT_EQ(ok.results().size(), 2u);
+}
+
+// The admission reserved memory for the frames the start message announced: a frame beyond
+// them ends the stream with a reason instead of growing the session past its reservation.
+TEST_F(Serve, FramesBeyondTheAnnouncedCountAreRefused) {
+  auto server = serve();
+  Script s;
+  s.text(start_message({.scale_frames = 2}, false, 2).dump());
+  for (int t = 0; t < 6; ++t) s.binary(frames().raw[t]);
+  s.text(R"({"type":"finish"})");
+  const Stream got = stream(server->port(), s);
+  const json* err = got.find("error");
+  ASSERT_NE(err, nullptr) << got.describe();
+  EXPECT_NE(err->at("reason").get<std::string>().find("2 frames announced"), std::string::npos)
+      << err->dump();
+  EXPECT_EQ(got.close_code, 1008);
+  EXPECT_EQ(got.find("finished"), nullptr);
+  EXPECT_LE(got.results().size(), 2u);
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+  EXPECT_EQ(server->stats().errors, 1);
+  // The announced count itself is fine.
+  Script exact;
+  exact.text(start_message({.scale_frames = 2}, false, 2).dump());
+  exact.binary(frames().raw[0]);
+  exact.binary(frames().raw[1]);
+  exact.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), exact);
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.describe();
+  EXPECT_EQ(ok.results().size(), 2u);
+}
+
+// A refusal for the session limit says how much memory is really free, not 0.
+TEST_F(Serve, ASessionLimitRefusalReportsTheFreeBytes) {
+  ServerOptions o;
+  o.max_sessions = 1;
+  o.memory_budget = size_t{1} << 34;
+  auto server = serve(o);
+  Script first;
+  first.text(start_message({.scale_frames = 2}, false).dump());
+  first.binary(frames().raw[0]);
+  StreamClient holder(server->port(), first);
+  Stream held;
+  std::thread holding([&] { held = holder.run(); });
+  ASSERT_TRUE(eventually([&] { return server->stats().sessions == 1; }));
+  Script second;
+  second.text(start_message({.scale_frames = 2}, false).dump());
+  const Stream refused = stream(server->port(), second);
+  const size_t reserved = server->stats().devices.at(0).reserved_bytes;
+  holder.drop();
+  holding.join();
+  const json* r = refused.find("refused");
+  ASSERT_NE(r, nullptr) << refused.describe();
+  EXPECT_NE(r->at("reason").get<std::string>().find("maximum of 1 streams"), std::string::npos);
+  EXPECT_GT(reserved, 0u);
+  EXPECT_EQ(r->at("free_bytes").get<size_t>(), o.memory_budget - reserved);
+  EXPECT_EQ(refused.close_code, 1013);
+  ASSERT_TRUE(eventually([&] { return idle(*server); }));
+}
+
+// What operations see: a close for a WebSocket protocol error (1007, a text message that is not
+// UTF-8) counts as an error in lingbot_sessions_total, before "start" and mid-stream alike; a
+// client that vanishes counts as disconnected; each refused or broken connection has one line
+// in the log with its reason and peer.
+TEST_F(Serve, ProtocolErrorsAndRefusalsAreCountedAndLogged) {
+  ServerOptions o;
+  o.token = "t0ken";
+  auto server = serve(o);
+  const std::string not_utf8 = "{\"type\":\"\xff\xfe\"}";
+  testing::internal::CaptureStderr();
+  Script before;
+  before.target = "/v1/stream?token=t0ken";
+  before.text(not_utf8);
+  const Stream a = stream(server->port(), before);
+  Script mid = before;
+  mid.messages.clear();
+  mid.text(start_message({.scale_frames = 2}).dump());
+  mid.binary(frames().raw[0]);
+  mid.text(not_utf8);
+  const Stream b = stream(server->port(), mid);
+  Script dropped = mid;
+  dropped.messages.pop_back();
+  dropped.binary(frames().raw[1]);
+  dropped.binary(frames().raw[2]);
+  dropped.drop_after = 3;
+  const Stream c = stream(server->port(), dropped);
+  Script no_token;
+  no_token.text(start_message({.scale_frames = 2}).dump());
+  const Stream d = stream(server->port(), no_token);
+  const bool settled = eventually([&] {
+    const ServerStats st = server->stats();
+    return idle(*server) && st.errors == 2 && st.disconnected == 1;
+  });
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(settled) << server->stats().errors << " errors, " << server->stats().disconnected
+                       << " disconnected; log:\n"
+                       << log;
+  EXPECT_EQ(a.close_code, 1007) << a.describe();
+  EXPECT_EQ(b.close_code, 1007) << b.describe();
+  EXPECT_NE(c.find("ready"), nullptr) << c.describe();
+  EXPECT_FALSE(d.handshake);
+  const auto metrics = parse_metrics(get(server->port(), "/metrics", "t0ken").body);
+  EXPECT_EQ(metrics.at("lingbot_sessions_total{outcome=\"error\"}"), 2);
+  EXPECT_EQ(metrics.at("lingbot_sessions_total{outcome=\"disconnected\"}"), 1);
+  // One line each: two protocol errors, one lost connection, one wrong token.
+  const auto lines_with = [&](const std::string& what) {
+    int n = 0;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);)
+      n += line.find(what) != std::string::npos && line.find("127.0.0.1:") != std::string::npos;
+    return n;
+  };
+  EXPECT_EQ(lines_with("WebSocket protocol error"), 2) << log;
+  EXPECT_EQ(lines_with("connection lost mid-stream"), 1) << log;
+  EXPECT_EQ(lines_with("missing or wrong token"), 1) << log;
+}
+
+// Threads of this process now.
+int process_threads() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// serve --threads N bounds each stream: its worker thread runs the model's parallel regions
+// with N threads (here 1: no OpenMP thread beside the worker), not with one per core.
+TEST_F(Serve, AStreamRunsWithinTheEnginesThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing to bound";
+  auto server = serve();
+  const int before = process_threads();  // the network thread included
+  std::atomic<bool> streaming{true};
+  std::atomic<int> peak{0};
+  std::thread sampler([&] {
+    while (streaming) {
+      peak = std::max(peak.load(), process_threads());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  Script s;
+  s.text(start_message({.scale_frames = 2, .window = 4}).dump());
+  for (int t = 0; t < 6; ++t) s.binary(frames().raw[t]);
+  s.text(R"({"type":"finish"})");
+  const Stream ok = stream(server->port(), s);
+  streaming = false;
+  sampler.join();
+  ASSERT_NE(ok.find("finished"), nullptr) << ok.describe();
+  // The sampler and the session's worker: nothing else.
+  EXPECT_LE(peak.load() - before, 2)
+      << before << " threads before the stream, " << peak.load() << " at its peak";
 }
 
 // The session worker's queues: a client that sends frames but reads nothing gets at most

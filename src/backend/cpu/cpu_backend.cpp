@@ -55,8 +55,12 @@ inline void layer_norm_row(const float* x, int64_t n, const float* w, const floa
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) {
-    if (threads > 0) omp_set_num_threads(threads);
+  explicit CpuBackend(int threads) : threads_(threads) { use_on_this_thread(); }
+  // OpenMP's thread count is a setting of each thread: one that only the creating thread had
+  // would leave every other thread pushing a session (a server's stream workers) with one
+  // OpenMP thread per core, however many were asked for.
+  void use_on_this_thread() const override {
+    if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
   }
   Device device() const override { return Device::CPU; }
   std::string name() const override { return std::string("cpu (") + cpu::blas_name() + ")"; }
@@ -372,6 +376,9 @@ class CpuBackend final : public Backend {
       }
     if (add) do_add(y, *add, nullptr, 1.f);
   }
+
+ private:
+  int threads_;  // 0: OpenMP's default (all cores)
 };
 
 }  // namespace
