@@ -29,6 +29,7 @@
 
 #include "lingbot/engine.h"
 #include "lingbot/exports.h"
+#include "lingbot/loop.h"
 #include "lingbot/source.h"
 #include "lingbot/windowed.h"
 
@@ -56,6 +57,13 @@ struct RunOptions {
   // far are finished and every output is written; the report says `stopped`.
   std::function<bool()> stop;
   std::function<void(const char*)> log;  // a line per window in windowed mode
+  // Set: loop detection beside the stream (streaming mode only; see lingbot/loop.h). The
+  // session then computes place descriptors (StreamOptions::descriptors), every keyframe goes to
+  // a LoopDetector's thread, and the report lists the accepted loops. min_gap 0 = the frames
+  // the model still attends to: window x keyframe interval.
+  std::optional<LoopOptions> loop;
+  // Each accepted loop as it is found, on the detector's thread.
+  std::function<void(const LoopClosure&)> on_loop;
 };
 
 // Where the time went. The device thread's wall time splits into device (its steps), waiting
@@ -79,6 +87,11 @@ struct RunReport {
   // time between consecutive results over the same frames.
   double latency_p50_ms = 0, latency_p99_ms = 0, frame_ms = 0;
   bool latency_steady = false;
+  // RunOptions::loop: what the detector found and what it cost (its own thread's work, and the
+  // run's wait for it at the end).
+  bool loop_detection = false;
+  LoopStats loop_stats;
+  std::vector<LoopClosure> loops;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 
