@@ -45,6 +45,8 @@ struct RunArgs {
   ViewerArgs viewer;
   bool rotate_clockwise_90 = false;
   SkyMaskOptions sky;
+  bool loop_closure = false;
+  LoopOptions loop;
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -141,6 +143,10 @@ int run(const RunArgs& a) {
   auto input = open_source(a.input, in, [&](const ImageU8& img) {
     return model_input(a.rotate_clockwise_90 ? rotate_clockwise_90(img) : img, mode, a.size);
   });
+  LINGBOT_CHECK_ARG(!(windowed && a.loop_closure), "--loop-closure runs in streaming mode only");
+  LINGBOT_CHECK_ARG(!a.loop_closure || loop_detection_available(),
+                    "--loop-closure: this build has no loop detection (OpenCV, libopencv-dev, "
+                    "was not found when it was configured)");
   LINGBOT_CHECK(!(windowed && input->live()),
                 "--mode windowed needs a folder or a video file, not a live source");
   // Live sources have no length: the estimate covers the frames the caches keep for good.
@@ -253,6 +259,7 @@ int run(const RunArgs& a) {
   }
   if (pre) check_fits(*pre, a, *engine);
   o.stream = stream;
+  if (a.loop_closure) o.loop = a.loop;
   if (windowed) {
     o.windowed = windowed_options(a);
     o.log = [&](const char* line) {
@@ -393,6 +400,31 @@ void add_run(CLI::App& app) {
                 "show the run in the browser viewer as it streams (http://127.0.0.1:PORT/), "
                 "and keep serving it after the run until Ctrl-C");
   add_viewer_options(sub, a->viewer);
+  sub->add_flag("--loop-closure", a->loop_closure,
+                "detect loops beside the stream: retrieve earlier keyframes by the DINO trunk's "
+                "place descriptor, verify them on the images (ORB, RANSAC fundamental matrix); "
+                "the report lists each accepted loop");
+  sub->add_option("--loop-min-gap", a->loop.min_gap,
+                  "loop detection: candidates are at least this many frames older (0 = window x "
+                  "keyframe interval: frames the model no longer attends to)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  sub->add_option("--loop-top-k", a->loop.top_k,
+                  "loop detection: most similar candidates verified per keyframe")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--loop-min-inliers", a->loop.min_inliers,
+                  "loop detection: RANSAC inliers a verified loop needs")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 1 << 20));
+  sub->add_option("--loop-min-inlier-ratio", a->loop.min_inlier_ratio,
+                  "loop detection: share of the ratio-test matches that must be inliers")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
+  sub->add_option("--loop-min-similarity", a->loop.min_similarity,
+                  "loop detection: cosine floor of the descriptor retrieval")
+      ->capture_default_str()
+      ->check(CLI::Range(-1.0f, 1.0f));
   commands().push_back({sub, [a] { return run(*a); }});
 }
 

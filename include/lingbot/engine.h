@@ -53,6 +53,11 @@ struct StreamOptions {
   // only this many most recently evicted frames, and camera-head tokens only of the scale frames
   // and the window + this many newest frames. 0 = unbounded, as the reference.
   int64_t max_special_frames = 0;
+  // A global place descriptor per frame (FrameResult::descriptor), for loop detection: the DINO
+  // trunk's output mean-pooled over the patch tokens and over the register tokens, each
+  // L2-normalised, concatenated and scaled to unit length (2 x width floats: 8 KB for the released
+  // model). Off by default: the step then queues nothing more.
+  bool descriptors = false;
 };
 
 // Whether `device` names a GPU ("cuda" or "cuda:N"), and which one (-1 for anything else, also
@@ -73,6 +78,9 @@ struct FrameResult {
   std::array<float, 9> intrinsics{};   // row-major 3x3, pixels of the model input
   int height = 0, width = 0;
   std::vector<float> depth, confidence;  // [height * width], row-major
+  // StreamOptions::descriptors only (else empty): the frame's unit-length place descriptor;
+  // cosine similarity between frames is the dot product.
+  std::vector<float> descriptor;
 };
 
 struct CacheStats {  // one global layer (all hold the same pages) after the last frame

@@ -20,6 +20,9 @@
 //
 // loop_closure_available() is false when the library was built without Ceres; the types and the
 // bookkeeping work then, and PoseGraph::optimize / LoopCloser throw Error.
+//
+// Loop detection (descriptors, verification, the detector) is in lingbot/loop_detect.h,
+// included here: one header for loop closure.
 #pragma once
 
 #include <array>
@@ -227,3 +230,5 @@ class LoopCloser {
 bool loop_closure_available();
 
 }  // namespace lingbot
+
+#include "lingbot/loop_detect.h"

@@ -29,6 +29,7 @@
 
 #include "lingbot/engine.h"
 #include "lingbot/exports.h"
+#include "lingbot/loop.h"
 #include "lingbot/sky_mask.h"
 #include "lingbot/source.h"
 #include "lingbot/windowed.h"
@@ -64,6 +65,13 @@ struct RunOptions {
   // Called once, at the first frame whose results hold a non-finite value (pose, intrinsics,
   // depth or confidence: a diverging model or a bad checkpoint); the report counts them all.
   std::function<void(const char*)> warn;
+  // Set: loop detection beside the stream (streaming mode only; see lingbot/loop.h). The
+  // session then computes place descriptors (StreamOptions::descriptors), every keyframe goes to
+  // a LoopDetector's thread, and the report lists the accepted loops. min_gap 0 = the frames
+  // the model still attends to: window x keyframe interval.
+  std::optional<LoopOptions> loop;
+  // Each accepted loop as it is found, on the detector's thread.
+  std::function<void(const LoopClosure&)> on_loop;
 };
 
 // Where the time went. The device thread's wall time splits into device (its steps), waiting
@@ -92,6 +100,11 @@ struct RunReport {
   int64_t non_finite_frames = 0;
   std::vector<int64_t> first_non_finite;
   std::vector<std::string> notes;
+  // RunOptions::loop: what the detector found and what it cost (its own thread's work, and the
+  // run's wait for it at the end).
+  bool loop_detection = false;
+  LoopStats loop_stats;
+  std::vector<LoopClosure> loops;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 

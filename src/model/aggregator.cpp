@@ -100,6 +100,7 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
     ProfileScope ps(b, "dino trunk");
     return dino_.enqueue(b, images, wk.buf);
   }();
+  trunk_ = &dino;
   const int64_t pairs = d / 2;
   Tensor cs = Tensor::zeros({m, pairs}), sn = Tensor::zeros({m, pairs});
   int64_t f0 = 0;

@@ -43,6 +43,9 @@ class Aggregator {
                                        const std::vector<AggregatorPart>& parts);
 
   const ModelConfig& config() const { return cfg_; }
+  // The DINO trunk's output of the last call, [S, 1 + R + Np, C] (cls, registers, patches),
+  // valid until the next call: the place descriptor pools it.
+  const Tensor& trunk_tokens() const { return *trunk_; }
   // Frees the activations kept per call shape (phase 1's are the largest), so that the next
   // shape's buffers and the growing caches can reuse the memory.
   void release_buffers() {
@@ -59,6 +62,7 @@ class Aggregator {
  private:
   ModelConfig cfg_;
   DinoTrunk dino_;
+  const Tensor* trunk_ = nullptr;
   // Special tokens [6, C] for each (camera/register variant, scale variant).
   std::array<std::array<Tensor, 2>, 2> specials_;
   std::vector<BlockWeights> frame_blocks_, global_blocks_;

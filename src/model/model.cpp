@@ -167,6 +167,8 @@ void Model::enqueue(const std::vector<Part>& parts) {
       slot.conf = backend_.alloc_host({s * h * w});
     }
     if (slot.pose.numel() < s * 9) slot.pose = backend_.alloc_host({s * 9});
+    if (part.seq->config().descriptors && slot.descriptor.numel() < s * cfg_.dim * 2)
+      slot.descriptor = backend_.alloc_host({s * cfg_.dim * 2});
     slot.frames = s;
     normalize_into(part.images01, slot.input.f32());
     frames += s;
@@ -186,8 +188,14 @@ void Model::enqueue(const std::vector<Part>& parts) {
                                last_shape_[0] != h || last_shape_[1] != w)) {
     aggregator_.release_buffers();  // freed in stream order
     depth_.release_buffers();       // (sized for the largest batch of sequences so far)
+    descriptor_.release_buffers();
   }
-  backend_.begin_step(!Profile::enabled() && shape == last_shape_);
+  bool descriptors = false;
+  for (const Part& part : parts) descriptors = descriptors || part.seq->config().descriptors;
+  const bool new_descriptor_buffers =
+      descriptors &&
+      !descriptor_.ready(frames, 1 + cfg_.registers + (h / cfg_.patch) * (w / cfg_.patch));
+  backend_.begin_step(!Profile::enabled() && shape == last_shape_ && !new_descriptor_buffers);
   last_shape_ = shape;
   // The one place a failed step is undone: the backend drops what it recorded, each sequence
   // what the step stored.
@@ -208,6 +216,19 @@ void Model::enqueue(const std::vector<Part>& parts) {
     }
     layers_ = &aggregator_.enqueue(backend_, images_, agg);
     const auto& layers = *layers_;
+    // Place descriptors only where a sequence asks: otherwise the step queues exactly what it
+    // did without them.
+    if (descriptors) {
+      const Tensor& pooled =
+          descriptor_.enqueue(backend_, aggregator_.trunk_tokens(), cfg_.registers);
+      int64_t r = 0;
+      for (const Part& part : parts) {
+        const int64_t s = part.images01.dim(0);
+        if (part.seq->config().descriptors)
+          backend_.download_async(pooled.slice(r, r + s), part.seq->next_slot().descriptor.f32());
+        r += s;
+      }
+    }
     // The camera head reads token 0 (the camera token) of the last emitted layer.
     const int64_t c2 = layers[3].dim(2);
     if (!cam_tokens_.defined() || cam_tokens_.dim(0) != frames)
@@ -292,6 +313,13 @@ Model::Output Model::collect(SequenceState& seq) {
   out.pose_enc = slot.pose.slice(0, s * 9).reshape({s, 9});
   out.depth = slot.depth.slice(0, s * h * w).reshape({s, h, w});
   out.conf = slot.conf.slice(0, s * h * w).reshape({s, h, w});
+  if (seq.config().descriptors) {
+    const int64_t c = cfg_.dim;
+    out.descriptor = Tensor::zeros({s, 2 * c});
+    for (int64_t f = 0; f < s; ++f)
+      PlaceDescriptor::finish(slot.descriptor.f32() + f * c * 2, c,
+                              out.descriptor.f32() + f * 2 * c);
+  }
   return out;
 }
 

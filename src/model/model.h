@@ -13,6 +13,7 @@
 #include "model/aggregator.h"
 #include "model/camera_head.h"
 #include "model/depth_head.h"
+#include "model/place_descriptor.h"
 #include "stream/sequence.h"
 
 namespace lingbot {
@@ -25,6 +26,8 @@ class Model {
     Tensor pose_enc;  // host [S, 9]
     Tensor depth;     // host [S, H, W]
     Tensor conf;      // host [S, H, W]
+    // host [S, 2C]: unit place descriptors, when the sequence asks (SequenceConfig::descriptors)
+    Tensor descriptor;
   };
 
   // Queues one step of S frames (images01 host F32 [S, 3, H, W] in [0, 1]) on `seq`: the state
@@ -77,6 +80,8 @@ class Model {
   Backend& backend() const { return backend_; }
   // The emitted aggregator layers of the last call (for parity tests).
   const std::array<Tensor, 4>& last_layers() const { return *layers_; }
+  // The DINO trunk's output of the last call, [S, 1 + R + Np, C] (for the descriptor's tests).
+  const Tensor& last_trunk_tokens() const { return aggregator_.trunk_tokens(); }
 
  private:
   // The camera head's K/V cache (one row per cached frame and slot, 256 KB a frame in F32) is
@@ -87,6 +92,7 @@ class Model {
   Aggregator aggregator_;
   CameraHead camera_;
   DepthHead depth_;
+  PlaceDescriptor descriptor_;
   const std::array<Tensor, 4>* layers_ = nullptr;
   Tensor images_;  // the step's normalized frames on the device
   Tensor cam_tokens_;

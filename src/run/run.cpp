@@ -179,6 +179,15 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
   // A live source's frames age while they wait: read one ahead, and let the source drop.
   FramePrefetch prefetch(source, threads, source.live() ? 1 : o.prefetch);
   report.read_threads = prefetch.threads();
+  // Loop detection: descriptors from the session, keyframes to the detector's thread.
+  std::unique_ptr<LoopDetector> loops;
+  if (o.loop) {
+    options.descriptors = true;
+    LoopOptions lo = *o.loop;
+    if (lo.min_gap <= 0) lo.min_gap = int64_t{options.window} * options.keyframe_interval;
+    loops = std::make_unique<LoopDetector>(lo, o.on_loop);
+  }
+  const bool keep_frames = delivery.wants_frames() || loops;
   auto session = engine.start(options);
   // Frames wait here for their results, which arrive up to a scale block later.
   std::map<int64_t, std::pair<std::shared_ptr<const Tensor>, Clock::time_point>> waiting;
@@ -215,7 +224,8 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
       waiting.erase(it);
     }
     last_result = now;
-    delivery.deliver(r, std::move(frame), &stats);
+    if (loops && r.keyframe) loops->add(r, frame);
+    delivery.deliver(r, delivery.wants_frames() ? std::move(frame) : nullptr, &stats);
   };
   std::string input_error;
   Clock::time_point streaming_start;
@@ -238,13 +248,19 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     auto shared = std::make_shared<const Tensor>(std::move(*frame));
     const auto t1 = Clock::now();
     if (pushed == options.scale_frames) streaming_start = t1;
-    waiting.emplace(pushed, std::make_pair(delivery.wants_frames() ? shared : nullptr, t1));
+    waiting.emplace(pushed, std::make_pair(keep_frames ? shared : nullptr, t1));
     session->push(*shared, on_result);
     report.device += since(t1) - delivery.take_callback_seconds();
   }
   const auto t1 = Clock::now();
   session->finish(on_result);
   report.device += since(t1) - delivery.take_callback_seconds();
+  if (loops) {
+    loops->finish();
+    report.loop_detection = true;
+    report.loop_stats = loops->stats();
+    report.loops = loops->loops();
+  }
   const int64_t streamed = report.frames - options.scale_frames;
   if (streamed > 0 && streaming_start != Clock::time_point{})
     report.streaming_fps = streamed / since(streaming_start);
@@ -302,6 +318,7 @@ std::string ms(double seconds, int64_t frames) {
 }  // namespace
 
 RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
+  LINGBOT_CHECK_ARG(!(o.loop && o.windowed), "loop detection runs in streaming mode only");
   RunReport report;
   const auto t0 = Clock::now();
   Delivery delivery(source, o, report);
@@ -322,7 +339,7 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
 }
 
 std::string describe(const RunReport& r) {
-  char line[160];
+  char line[320];
   std::snprintf(line, sizeof line, "%lld frames in %.2f s (%.2f frames/s",
                 static_cast<long long>(r.frames), r.seconds, r.fps());
   std::string s = line;
@@ -370,6 +387,29 @@ std::string describe(const RunReport& r) {
     s += ")";
   }
   for (const std::string& note : r.notes) s += "\n" + note;
+  if (r.loop_detection) {
+    const LoopStats& l = r.loop_stats;
+    std::snprintf(line, sizeof line,
+                  "\nloop detection (own thread): %lld keyframes, %lld candidates verified, "
+                  "%lld loops; %s features + %s retrieval + %s verification a keyframe",
+                  static_cast<long long>(l.keyframes), static_cast<long long>(l.candidates),
+                  static_cast<long long>(l.accepted), ms(l.extract_s, l.keyframes).c_str(),
+                  ms(l.retrieve_s, l.keyframes).c_str(), ms(l.verify_s, l.keyframes).c_str());
+    s += line;
+    std::snprintf(line, sizeof line, "; the run waited %.1f ms for it at the end",
+                  1e3 * l.finish_wait_s);
+    s += line;
+    if (l.skipped > 0) s += "; " + std::to_string(l.skipped) + " keyframes skipped (queue full)";
+    for (const LoopClosure& c : r.loops) {
+      const PairVerification& v = c.verification;
+      std::snprintf(line, sizeof line,
+                    "\nloop: frame %lld sees frame %lld (similarity %.3f, %d inliers of %d "
+                    "matches, %.0f %%)",
+                    static_cast<long long>(c.query), static_cast<long long>(c.match), c.similarity,
+                    v.inliers, v.matches, 100.0 * v.inlier_ratio);
+      s += line;
+    }
+  }
   return s;
 }
 
@@ -395,6 +435,22 @@ std::string to_json(const RunReport& r) {
                               {"non_finite_frames", r.non_finite_frames},
                               {"first_non_finite", r.first_non_finite},
                               {"notes", r.notes}};
+  if (r.loop_detection) {
+    const LoopStats& l = r.loop_stats;
+    j["loop_detection"] = {{"keyframes", l.keyframes},   {"skipped", l.skipped},
+                           {"candidates", l.candidates}, {"accepted", l.accepted},
+                           {"extract_s", l.extract_s},   {"retrieve_s", l.retrieve_s},
+                           {"verify_s", l.verify_s},     {"finish_wait_s", l.finish_wait_s}};
+    nlohmann::ordered_json loops = nlohmann::ordered_json::array();
+    for (const LoopClosure& c : r.loops)
+      loops.push_back({{"query", c.query},
+                       {"match", c.match},
+                       {"similarity", c.similarity},
+                       {"matches", c.verification.matches},
+                       {"inliers", c.verification.inliers},
+                       {"inlier_ratio", c.verification.inlier_ratio}});
+    j["loops"] = std::move(loops);
+  }
   return j.dump();
 }
 

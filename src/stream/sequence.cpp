@@ -25,6 +25,7 @@ SequenceConfig sequence_config(const ModelConfig& m, int64_t height, int64_t wid
   kv.dtype = m.kv_fp8 ? DType::F8E4M3 : m.compute;
   c.camera_limit = camera_limit(s);
   c.camera_iterations = s.camera_iterations;
+  c.descriptors = s.descriptors;
   return c;
 }
 

@@ -33,6 +33,7 @@ struct SequenceConfig {
   KVCacheConfig kv;
   CameraCacheLimit camera_limit;  // none unless the special stream is capped
   int camera_iterations = 4;
+  bool descriptors = false;  // each step also returns its frames' place descriptors
 };
 
 // The configuration a sequence of frames of height x width streamed with `options` needs on a
@@ -94,6 +95,7 @@ class SequenceState {
   // copies to and from asynchronously. At most two steps of a sequence are queued at once.
   struct Slot {
     Tensor input, pose, depth, conf;
+    Tensor descriptor;  // the pooled trunk tokens [frames, width, 2], when the sequence asks
     int64_t frames = 0;
     uint64_t fence = 0;
   };

@@ -117,6 +117,10 @@ FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
   r.width = w;
   r.depth.assign(out.depth.f32() + f * plane, out.depth.f32() + (f + 1) * plane);
   r.confidence.assign(out.conf.f32() + f * plane, out.conf.f32() + (f + 1) * plane);
+  if (out.descriptor.defined()) {
+    const int64_t n = out.descriptor.dim(1);
+    r.descriptor.assign(out.descriptor.f32() + f * n, out.descriptor.f32() + (f + 1) * n);
+  }
   return r;
 }
 
