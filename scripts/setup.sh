@@ -5,7 +5,7 @@ packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-
           libcli11-dev libpng-dev zlib1g-dev libjpeg-dev libgtest-dev libbenchmark-dev clang
           libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev
           pybind11-dev python3-dev python3-numpy python3-pytest python3-skbuild
-          libboost-dev chromium python3-yaml)
+          libboost-dev chromium python3-yaml libeigen3-dev libnanoflann-dev)
 # The viewer's page is bundled with node's esbuild: Debian's nodejs and npm unless a node is
 # already installed (e.g. a newer one from elsewhere).
 command -v node >/dev/null || packages+=(nodejs npm)

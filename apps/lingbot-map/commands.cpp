@@ -17,6 +17,7 @@ void register_commands(CLI::App& app) {
   add_view(app);
   add_render(app);
   add_serve(app);
+  add_eval(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -30,5 +30,6 @@ void add_convert(CLI::App& app);
 void add_view(CLI::App& app);
 void add_render(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_eval(CLI::App& app);
 
 }  // namespace lingbot::cli

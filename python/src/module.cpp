@@ -34,6 +34,7 @@ PYBIND11_MODULE(_core, m) {
   lp::bind_batch(m);
   lp::bind_images(m);
   lp::bind_run(m);
+  lp::bind_eval(m);
 #ifdef LINGBOT_HAVE_CUDA
   m.attr("has_cuda") = true;
 #else
