@@ -90,6 +90,20 @@ void plot_trajectories(const std::string& png_path,
 
   Canvas c(width, height);
   const double lw = std::max(1.0, std::min(width, height) / 400.0);
+  // The estimates first, the reference dashed over them: where they agree, both show.
+  static const Rgb colours[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}};
+  for (size_t e = 0; e < estimates.size(); ++e) {
+    const Rgb& col = colours[e % 4];
+    const auto& pts = estimates[e];
+    for (size_t i = 1; i < pts.size(); ++i) {
+      const auto a = pixel(pts[i - 1]), b = pixel(pts[i]);
+      c.line(a[0], a[1], b[0], b[1], lw, col);
+    }
+    if (!pts.empty()) {
+      const auto a = pixel(pts[0]);
+      c.line(a[0], a[1], a[0], a[1], 3 * lw, col);
+    }
+  }
   // The reference, dashed: 12 px drawn, 7 px left out, measured along the path.
   const Rgb grey{140, 140, 140};
   double along = 0;
@@ -107,19 +121,6 @@ void plot_trajectories(const std::string& png_path,
       s += std::max(step, 1e-6);
     }
     along += len;
-  }
-  static const Rgb colours[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}};
-  for (size_t e = 0; e < estimates.size(); ++e) {
-    const Rgb& col = colours[e % 4];
-    const auto& pts = estimates[e];
-    for (size_t i = 1; i < pts.size(); ++i) {
-      const auto a = pixel(pts[i - 1]), b = pixel(pts[i]);
-      c.line(a[0], a[1], b[0], b[1], lw, col);
-    }
-    if (!pts.empty()) {
-      const auto a = pixel(pts[0]);
-      c.line(a[0], a[1], a[0], a[1], 3 * lw, col);
-    }
   }
   if (!reference.empty()) {
     const auto a = pixel(reference[0]);
