@@ -11,7 +11,7 @@ packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-
 if [[ ${1:-all} != demo ]]; then
   packages+=(libgtest-dev libbenchmark-dev clang pybind11-dev python3-dev python3-numpy
              python3-pytest python3-skbuild chromium python3-yaml libopencv-dev python3-onnx
-             libceres-dev)
+             libceres-dev libeigen3-dev libnanoflann-dev)
 fi
 # The viewer's page is bundled with node's esbuild: Debian's nodejs and npm unless a node is
 # already installed (e.g. a newer one from elsewhere).

@@ -32,6 +32,7 @@ void register_commands(CLI::App& app) {
   add_render(app);
   add_serve(app);
   add_version(app);
+  add_eval(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -35,5 +35,6 @@ void add_view(CLI::App& app);
 void add_render(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_version(CLI::App& app);
+void add_eval(CLI::App& app);
 
 }  // namespace lingbot::cli

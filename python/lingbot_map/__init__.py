@@ -13,6 +13,8 @@ engine.inference_windowed(images, ...) return its dicts; to_predictions(results)
 reference demo's prediction dict from FrameResults; run(input, out=..., export=[...]) does what
 `lingbot-map run` does and returns that dict.
 
+lingbot_map.eval measures results against ground truth (ATE/RPE as evo, depth, point clouds).
+
 lingbot_map.client streams frames to a `lingbot-map serve` server (standard library + numpy; it
 imports without the compiled module).
 """

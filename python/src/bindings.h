@@ -81,5 +81,6 @@ void bind_engine(py::module_& m);
 void bind_batch(py::module_& m);
 void bind_images(py::module_& m);
 void bind_run(py::module_& m);
+void bind_eval(py::module_& m);
 
 }  // namespace lingbot::python

@@ -50,6 +50,7 @@ PYBIND11_MODULE(_core, m) {
   lp::bind_batch(m);
   lp::bind_images(m);
   lp::bind_run(m);
+  lp::bind_eval(m);
   // A usable GPU, not only a CUDA build: examples choose their default device with it.
   m.attr("has_cuda") = lingbot::usable_cuda_devices() > 0;
   m.attr("cuda_devices") = lingbot::usable_cuda_devices();

@@ -33,13 +33,22 @@ target_path() {
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle" "$work/viewer_control" \
-  "$work/serve_protocol"
+  "$work/serve_protocol" "$work/eval_parsers"
 printf '{"op":"ping","id":7}' >"$work/viewer_control/ping.json"
 printf '{"op":"images","on":false}' >"$work/viewer_control/images.json"
 printf '{"type":"start","width":640,"height":480,"frames":10,"maps":true,"stream":{"window":16}}' \
   >"$work/serve_protocol/start.json"
 printf '{"type":"finish"}' >"$work/serve_protocol/finish.json"
 printf 'LBR1\x02\x00\x00\x00\x01\x00\x00\x00\x03\x00\x00\x00abcdef' >"$work/serve_protocol/raw.bin"
+# The eval readers: the first byte picks TUM (0), KITTI (1), PLY (2) or .npy (3).
+printf '\x00# t x y z qx qy qz qw\n1.5 1 2 3 0 0 0 1\n1.6,1,2,3,0,0,0.7,0.7\n' >"$work/eval_parsers/tum"
+printf '\x011 0 0 1 0 1 0 2 0 0 1 3\n' >"$work/eval_parsers/kitti"
+printf '\x02ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty double z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n1 2 3\n4 5 6\n3 0 1 1\n' \
+  >"$work/eval_parsers/ply_ascii"
+printf '\x02ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40' \
+  >"$work/eval_parsers/ply_binary"
+printf "\\x03\\x93NUMPY\\x01\\x00\\x3c\\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }\\n\\x00\\x00\\x80\\x3f\\x00\\x00\\x00\\x40" \
+  >"$work/eval_parsers/npy"
 
 cp "$fixtures/ptcases/expected.safetensors" "$work/safetensors/"
 cp "$fixtures"/ptcases/*.pt "$work/torch_pt/"
@@ -59,12 +68,13 @@ fi
 printf '\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01u.' >"$work/pickle/dict.pkl"
 
 failed=0
-for name in safetensors torch_pt pickle viewer_control serve_protocol; do
+for name in safetensors torch_pt pickle viewer_control serve_protocol eval_parsers; do
   bin=$(target_path "fuzz_$name")
   dict="$here/pickle.dict"
   [[ $name == safetensors ]] && dict="$here/safetensors.dict"
   [[ $name == viewer_control ]] && dict="$here/viewer_control.dict"
   [[ $name == serve_protocol ]] && dict="$here/serve_protocol.dict"
+  [[ $name == eval_parsers ]] && dict="$here/eval_parsers.dict"
   log="$work/fuzz_$name.log"
   mkdir -p "$build/fuzz-crashes"
   set +e

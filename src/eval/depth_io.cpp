@@ -1,0 +1,214 @@
+// Depth maps in: 16-bit PNGs (as depth datasets and our `depth` export store them), NumPy .npy
+// arrays, folders of either, and a run's predictions.safetensors.
+//
+// libpng reports fatal errors through a callback that must not return; as in io/png.cpp we
+// leave it with longjmp into small functions that own nothing with a destructor.
+#include <png.h>
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "eval/npy.h"
+#include "lingbot/error.h"
+#include "lingbot/eval.h"
+#include "lingbot/image.h"
+#include "weights/safetensors.h"
+
+namespace lingbot::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PngSource {
+  jmp_buf jump;
+  char message[256];
+  const uint8_t* data;
+  size_t size, pos;
+};
+
+void on_error(png_structp png, png_const_charp msg) {
+  auto* src = static_cast<PngSource*>(png_get_error_ptr(png));
+  std::snprintf(src->message, sizeof src->message, "%s", msg);
+  longjmp(src->jump, 1);
+}
+void on_warning(png_structp, png_const_charp) {}
+void on_read(png_structp png, png_bytep out, size_t n) {
+  auto* src = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (n > src->size - src->pos) png_error(png, "file ends early");
+  std::memcpy(out, src->data + src->pos, n);
+  src->pos += n;
+}
+
+struct Header {
+  png_uint_32 width = 0, height = 0;
+  int bit_depth = 0, color_type = 0, interlace = 0;
+};
+
+bool read_header(png_structp png, png_infop info, Header* h) {
+  auto* src = static_cast<PngSource*>(png_get_error_ptr(png));
+  if (setjmp(src->jump)) return false;
+  png_read_info(png, info);
+  png_get_IHDR(png, info, &h->width, &h->height, &h->bit_depth, &h->color_type, &h->interlace,
+               nullptr, nullptr);
+  return true;
+}
+
+bool read_rows(png_structp png, png_infop info, png_bytepp rows, bool interlaced) {
+  auto* src = static_cast<PngSource*>(png_get_error_ptr(png));
+  if (setjmp(src->jump)) return false;
+  if (interlaced) png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  png_read_image(png, rows);
+  return true;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + path, ErrorKind::NotFound);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// One 16-bit greyscale PNG as depth: value / scale, 0 staying 0 (no depth).
+DepthMaps read_png_depth(const std::string& path, double scale) {
+  const std::string bytes = read_bytes(path);
+  PngSource src{};
+  src.data = reinterpret_cast<const uint8_t*>(bytes.data());
+  src.size = bytes.size();
+  if (bytes.size() < 8 || png_sig_cmp(src.data, 0, 8) != 0)
+    throw Error(path + " is not a PNG file", ErrorKind::InvalidArgument);
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, on_error, on_warning);
+  if (!png) throw Error("out of memory reading " + path);
+  png_infop info = png_create_info_struct(png);
+  struct Guard {
+    png_structp* png;
+    png_infop* info;
+    ~Guard() { png_destroy_read_struct(png, info, nullptr); }
+  } guard{&png, &info};
+  if (!info) throw Error("out of memory reading " + path);
+  png_set_read_fn(png, &src, on_read);
+  Header h;
+  if (!read_header(png, info, &h)) throw Error(path + ": " + src.message);
+  if (h.bit_depth != 16 || h.color_type != PNG_COLOR_TYPE_GRAY)
+    throw Error(path + " is not a 16-bit greyscale PNG (bit depth " + std::to_string(h.bit_depth) +
+                    ", colour type " + std::to_string(h.color_type) + "), as depth maps are",
+                ErrorKind::InvalidArgument);
+  if (uint64_t(h.width) * h.height > kMaxImagePixels)
+    throw Error(
+        path + ": " + std::to_string(h.width) + "x" + std::to_string(h.height) + " is too large",
+        ErrorKind::InvalidArgument);
+  std::vector<uint8_t> raw(size_t(h.width) * h.height * 2);
+  std::vector<png_bytep> rows(h.height);
+  for (png_uint_32 y = 0; y < h.height; ++y) rows[y] = raw.data() + size_t(y) * h.width * 2;
+  if (!read_rows(png, info, rows.data(), h.interlace != PNG_INTERLACE_NONE))
+    throw Error(path + ": " + src.message);
+  DepthMaps d;
+  d.frames = 1;
+  d.height = h.height;
+  d.width = h.width;
+  d.values.resize(size_t(h.width) * h.height);
+  for (size_t i = 0; i < d.values.size(); ++i)
+    d.values[i] = static_cast<float>((unsigned(raw[2 * i]) << 8 | raw[2 * i + 1]) / scale);
+  return d;
+}
+
+DepthMaps read_npy_depth(const std::string& path, double scale) {
+  const std::string bytes = read_bytes(path);
+  Npy a = parse_npy(bytes, path);
+  // [H, W], [S, H, W] or [S, H, W, 1] (the reference's depth layout).
+  if (a.shape.size() == 4 && a.shape[3] == 1) a.shape.pop_back();
+  if (a.shape.size() == 2) a.shape.insert(a.shape.begin(), 1);
+  if (a.shape.size() != 3)
+    throw Error(path + ": depth maps are [H, W] or [S, H, W], this array has " +
+                    std::to_string(a.shape.size()) + " dimensions",
+                ErrorKind::InvalidArgument);
+  DepthMaps d;
+  d.frames = a.shape[0];
+  d.height = a.shape[1];
+  d.width = a.shape[2];
+  d.values.resize(a.values.size());
+  // Integer arrays hold depth the way 16-bit PNGs do.
+  const double k = a.integer ? 1.0 / scale : 1.0;
+  for (size_t i = 0; i < a.values.size(); ++i) d.values[i] = static_cast<float>(a.values[i] * k);
+  return d;
+}
+
+DepthMaps read_predictions_depth(const std::string& file) {
+  const SafetensorsFile f = read_safetensors(file);
+  auto it = f.tensors.find("depth");
+  LINGBOT_CHECK(it != f.tensors.end(), file + " has no depth tensor");
+  const Tensor& t = it->second;
+  LINGBOT_CHECK(t.dtype() == DType::F32 && t.rank() == 3,
+                file + ": depth is " + shape_str(t.shape()) + " " + dtype_name(t.dtype()) +
+                    ", expected [S, H, W] F32");
+  DepthMaps d;
+  d.frames = t.dim(0);
+  d.height = t.dim(1);
+  d.width = t.dim(2);
+  d.values.assign(t.data<float>(), t.data<float>() + t.numel());
+  return d;
+}
+
+bool has_ext(const fs::path& p, const char* ext) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  return e == ext;
+}
+
+}  // namespace
+
+DepthMaps read_depth(const std::string& path, double png_scale) {
+  LINGBOT_CHECK_ARG(png_scale > 0, "the depth PNG scale must be > 0");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("no depth file or folder: " + path, ErrorKind::NotFound);
+  DepthMaps d;
+  if (fs::is_directory(path, ec)) {
+    const fs::path pred = fs::path(path) / "predictions.safetensors";
+    if (fs::exists(pred, ec)) {
+      d = read_predictions_depth(pred.string());
+    } else {
+      std::vector<std::string> files;
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.is_regular_file() && (has_ext(e.path(), ".png") || has_ext(e.path(), ".npy")))
+          files.push_back(e.path().string());
+      if (files.empty())
+        throw Error(path + " holds no depth maps (.png or .npy) and no predictions.safetensors",
+                    ErrorKind::InvalidArgument);
+      std::sort(files.begin(), files.end(), natural_less);
+      for (const std::string& f : files) {
+        DepthMaps one =
+            has_ext(f, ".png") ? read_png_depth(f, png_scale) : read_npy_depth(f, png_scale);
+        if (d.frames == 0) {
+          d.height = one.height;
+          d.width = one.width;
+        } else if (one.height != d.height || one.width != d.width) {
+          throw Error(f + " is " + std::to_string(one.width) + "x" + std::to_string(one.height) +
+                          ", the first map " + std::to_string(d.width) + "x" +
+                          std::to_string(d.height),
+                      ErrorKind::InvalidArgument);
+        }
+        d.frames += one.frames;
+        d.values.insert(d.values.end(), one.values.begin(), one.values.end());
+      }
+    }
+  } else if (has_ext(path, ".safetensors")) {
+    d = read_predictions_depth(path);
+  } else if (has_ext(path, ".npy")) {
+    d = read_npy_depth(path, png_scale);
+  } else if (has_ext(path, ".png")) {
+    d = read_png_depth(path, png_scale);
+  } else {
+    throw Error(path + ": depth maps are .png (16-bit), .npy, predictions.safetensors or a folder",
+                ErrorKind::InvalidArgument);
+  }
+  d.name = path;
+  return d;
+}
+
+}  // namespace lingbot::eval
