@@ -82,8 +82,8 @@ void bind_eval(py::module_& m) {
                        : format == "kitti"       ? ev::TrajectoryFormat::Kitti
                        : format == "predictions" ? ev::TrajectoryFormat::Predictions
                                                  : ev::TrajectoryFormat::Auto;
-        ev::Trajectory t = ev::read_trajectory(path_arg(path), f, key);
-        if (!times.is_none()) ev::set_stamps(t, path_arg(times));
+        ev::Trajectory t = ev::read_trajectory(path_arg(path, "read_trajectory: path"), f, key);
+        if (!times.is_none()) ev::set_stamps(t, path_arg(times, "read_trajectory: times"));
         py::array_t<double> stamps(static_cast<py::ssize_t>(t.size()));
         py::array_t<double> poses(
             {static_cast<py::ssize_t>(t.size()), py::ssize_t{3}, py::ssize_t{4}});
@@ -133,7 +133,7 @@ void bind_eval(py::module_& m) {
     return py::make_tuple(s.scale, r, t);
   });
   m.def("_eval_read_depth", [](const py::object& path, double png_scale) {
-    const ev::DepthMaps d = ev::read_depth(path_arg(path), png_scale);
+    const ev::DepthMaps d = ev::read_depth(path_arg(path, "read_depth: path"), png_scale);
     return to_array(d.values.data(), {d.frames, d.height, d.width});
   });
   m.def("_eval_depth", [](const py::handle& pred, const py::handle& gt, const std::string& scaling,
@@ -152,7 +152,7 @@ void bind_eval(py::module_& m) {
     return ev::to_json(ev::evaluate_depth(p, g, o));
   });
   m.def("_eval_read_ply", [](const py::object& path) {
-    const ev::PointCloud c = ev::read_ply(path_arg(path));
+    const ev::PointCloud c = ev::read_ply(path_arg(path, "read_ply: path"));
     py::array_t<double> out({static_cast<py::ssize_t>(c.size()), py::ssize_t{3}});
     std::memcpy(out.mutable_data(), c.xyz.data(), c.xyz.size() * sizeof(double));
     return out;
