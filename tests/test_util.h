@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "lingbot/tensor.h"
 
@@ -83,14 +84,24 @@ inline CliResult run_cli(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-// A bad input ends with exactly one line, "lingbot-map: error: ..." containing `needle`, and
-// exit code 1.
+// A bad input ends with one line, "lingbot-map: error: ..." containing `needle`, as the last
+// line, and exit code 1. Lines before it are what the run said before it failed (its estimate,
+// the model's loading, a warning), never a second error, a trace or a tensor's dump.
 inline void expect_clean_cli_failure(const std::string& args, const std::string& needle) {
   const CliResult r = run_cli(args);
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_EQ(r.output.rfind("lingbot-map: error: ", 0), 0u) << r.output;
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t end; (end = r.output.find('\n', start)) != std::string::npos; start = end + 1)
+    lines.push_back(r.output.substr(start, end - start));
+  EXPECT_EQ(start, r.output.size()) << "the output does not end with a line: " << r.output;
+  ASSERT_FALSE(lines.empty()) << r.output;
+  EXPECT_EQ(lines.back().rfind("lingbot-map: error: ", 0), 0u) << r.output;
+  EXPECT_NE(lines.back().find(needle), std::string::npos) << r.output;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].find("error"), std::string::npos) << "a second error: " << r.output;
+    EXPECT_EQ(lines[i].find("terminate"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace lingbot::test

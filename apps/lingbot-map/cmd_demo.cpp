@@ -132,7 +132,6 @@ int demo(const DemoArgs& a) {
                                                         : 0;
   o.stream = stream;
   const nlohmann::json record = run_record(*engine, eo, o, "demo", a.frames);
-  write_run_record(a.out, record);
   const RunReport s = run_with_progress(*engine, source, o, a.quiet);
   write_run_record(a.out, record, &s);
   std::printf(

@@ -267,7 +267,6 @@ int run(const RunArgs& a) {
     };
   }
   const nlohmann::json record = run_record(*engine, a.engine, o, a.input, input->count());
-  write_run_record(a.out, record);
   const RunReport r = run_with_progress(*engine, *input, o, a.quiet, a.json);
   write_run_record(a.out, record, &r);
   if (windowed)

@@ -150,7 +150,8 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
       progress->update(++done, r.keyframe);
     };
   }
-  if (!options.warn)
+  // --quiet leaves the warning to the report (its notes and counts, said at the end).
+  if (!options.warn && !quiet)
     options.warn = [&](const char* line) {
       if (progress) progress->done();  // a line of its own on a terminal
       std::fprintf(stderr, "lingbot-map: warning: %s\n", line);

@@ -55,8 +55,9 @@ RunReport run_with_progress(Engine& engine, FrameSource& source, RunOptions opti
 void claim_output_folder(const std::string& dir, bool overwrite);
 
 // run.json in `dir`: what made the results there (the command line, the version, the model,
-// the options; once done, the frames and the timing), for whoever opens the folder later.
-// Written when the run starts ("complete": false) and again when it ends; replaced whole.
+// the options, the frames and the timing), for whoever opens the folder later. Written when
+// the run ends ("complete": false when it was stopped part way); replaced whole. A run that
+// fails leaves none, so the folder is not taken for a run's.
 nlohmann::json run_record(const Engine& engine, const EngineOptions& options, const RunOptions& run,
                           const std::string& input, int64_t frames);
 void write_run_record(const std::string& dir, nlohmann::json record,

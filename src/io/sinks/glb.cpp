@@ -72,9 +72,9 @@ class GlbSink : public ResultSink {
 
   void add(const FrameResult& r, const Tensor* rgb) override {
     sinks::check_result(r);
-    // glTF accessors need finite bounds: a frame without a finite camera has neither points nor
-    // a frustum to draw.
-    if (!sinks::finite_camera(r)) {
+    // glTF accessors need finite bounds: a frame without a finite pose has neither points nor a
+    // frustum to draw.
+    if (!sinks::finite_pose(r)) {
       ++skipped_.frames;
       return;
     }

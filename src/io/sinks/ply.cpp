@@ -49,7 +49,7 @@ class PlySink : public ResultSink {
 
   void add(const FrameResult& r, const Tensor* rgb) override {
     sinks::check_result(r);
-    if (!sinks::finite_camera(r)) {  // every point of the frame would be non-finite
+    if (!sinks::finite_pose(r)) {  // no point of the frame can be placed
       ++skipped_.frames;
       return;
     }

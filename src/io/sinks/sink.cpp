@@ -239,6 +239,15 @@ bool finite_camera(const FrameResult& r) {
          r.intrinsics[0] > 0 && r.intrinsics[4] > 0;
 }
 
+bool finite_pose(const FrameResult& r) {
+  auto finite = [](const auto& a) {
+    return std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); });
+  };
+  return std::all_of(r.pose_enc.begin(), r.pose_enc.begin() + 7,
+                     [](float x) { return std::isfinite(x); }) &&
+         finite(r.c2w) && finite(r.w2c);
+}
+
 std::string Skipped::note(const std::string& format) const {
   if (frames == 0 && points == 0) return {};
   std::string s = format + ": skipped ";

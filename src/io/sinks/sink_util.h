@@ -74,6 +74,10 @@ struct Point {
 // positive. A model can emit inf or NaN (a diverging run, a bad checkpoint); formats such as
 // COLMAP, nerfstudio and glTF cannot hold them, so their writers skip such frames.
 bool finite_camera(const FrameResult& r);
+// Whether a frame's pose (pose_enc's translation and rotation, c2w, w2c) is finite: the point
+// formats (PLY, glTF) need no more, as an infinite focal length still places points (on the
+// optical axis) and draws a frustum, while a non-finite pose places nothing.
+bool finite_pose(const FrameResult& r);
 
 // What an export left out because its format cannot hold non-finite values, for the run's
 // report: "ply: skipped 2 frames with non-finite cameras and 40 points with non-finite values".
