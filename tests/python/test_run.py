@@ -42,7 +42,8 @@ def test_run_writes_the_files_the_cli_writes(tiny_engine, fixtures, cli, tmp_pat
                     "--arch", "tiny", "--export", "all", "--mode", mode, "--quiet", *FLAGS,
                     *flags], check=True, stdout=subprocess.DEVNULL)
     # The program also writes run.json (how it was called); the rest is the same.
-    a, b = files(ours), [f for f in files(theirs) if f != "run.json"]
+    a = files(ours)
+    b = {k: v for k, v in files(theirs).items() if k != "run.json"}
     assert sorted(a) == sorted(b)
     assert "predictions.safetensors" in a and "points.ply" in a and "trajectory_tum.txt" in a
     for name in a:
