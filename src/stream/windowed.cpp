@@ -142,8 +142,8 @@ std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,
   return windows;
 }
 
-Sim3 estimate_alignment(const WindowPrediction& previous, const WindowPrediction& current,
-                        int64_t overlap) {
+Sim3Rt estimate_alignment(const WindowPrediction& previous, const WindowPrediction& current,
+                          int64_t overlap) {
   const int64_t tp = previous.frames(), tc = current.frames();
   if (overlap <= 0 || tp == 0 || tc == 0) return {};
   const int64_t start = std::max<int64_t>(tp - overlap, 0);
@@ -155,7 +155,7 @@ Sim3 estimate_alignment(const WindowPrediction& previous, const WindowPrediction
   if (paired.empty()) paired.push_back(0);
   const int64_t anchor = paired.back();
 
-  Sim3 tf;
+  Sim3Rt tf;
   const Mat3 rp = rotation_of(previous.pose_enc[start + anchor]);
   const Mat3 rc = rotation_of(current.pose_enc[anchor]);
   for (int a = 0; a < 3; ++a)
@@ -192,7 +192,7 @@ Sim3 estimate_alignment(const WindowPrediction& previous, const WindowPrediction
   return tf;
 }
 
-void warp_window(WindowPrediction& window, const Sim3& tf) {
+void warp_window(WindowPrediction& window, const Sim3Rt& tf) {
   for (auto& pe : window.pose_enc) {
     const Mat3 local = rotation_of(pe);
     const auto centre = rotate(tf.R, pe.data());
@@ -269,7 +269,7 @@ WindowedRun run_windowed(Engine& engine, int64_t frames,
                       std::to_string(current.width) + "x" + std::to_string(current.height) +
                       ", window 0 " + std::to_string(width) + "x" + std::to_string(height));
 
-    Sim3 tf;
+    Sim3Rt tf;
     if (j > 0) tf = estimate_alignment(previous, current, previous_end - begin);
     // A lone window is returned as predicted; with several, window 0 too goes through the warp
     // (identity), which re-canonicalises its quaternions as the reference does.

@@ -43,8 +43,9 @@ struct WindowPrediction {
   bool is_keyframe(int64_t i) const { return frame_type[i] != 2; }
 };
 
-// x -> s R x + t; applied to camera centres and, through s, to depth.
-struct Sim3 {
+// x -> s R x + t; applied to camera centres and, through s, to depth. R as a matrix, apart from
+// the public lingbot::Sim3 (quaternion) of lingbot/loop.h: one name, one type in the program.
+struct Sim3Rt {
   double s = 1;
   std::array<std::array<double, 3>, 3> R{{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}};
   std::array<double, 3> t{};
@@ -53,10 +54,10 @@ struct Sim3 {
 // The transform taking `current` (raw) onto `previous` (already warped) from their overlap of
 // `overlap` frames: rotation and centre of the last frame that is a keyframe in both, scale
 // the lower median of the pooled depth ratios of all such frames.
-Sim3 estimate_alignment(const WindowPrediction& previous, const WindowPrediction& current,
-                        int64_t overlap);
+Sim3Rt estimate_alignment(const WindowPrediction& previous, const WindowPrediction& current,
+                          int64_t overlap);
 
 // Poses (quaternion re-derived, w >= 0) and depth; confidence and fields of view stay.
-void warp_window(WindowPrediction& window, const Sim3& transform);
+void warp_window(WindowPrediction& window, const Sim3Rt& transform);
 
 }  // namespace lingbot

@@ -92,8 +92,8 @@ WindowPrediction random_window(std::mt19937& rng, int64_t t, std::vector<uint8_t
   return w;
 }
 
-Sim3 known_sim3() {
-  Sim3 tf;
+Sim3Rt known_sim3() {
+  Sim3Rt tf;
   tf.s = 2.5;
   const double q[4] = {0.3, -0.5, 0.2, 0.7};  // x y z w, made unit below
   const double n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
@@ -106,7 +106,7 @@ Sim3 known_sim3() {
   return tf;
 }
 
-void expect_sim3_near(const Sim3& got, const Sim3& want, double tol) {
+void expect_sim3_near(const Sim3Rt& got, const Sim3Rt& want, double tol) {
   EXPECT_NEAR(got.s, want.s, tol * want.s);
   for (int a = 0; a < 3; ++a) {
     EXPECT_NEAR(got.t[a], want.t[a], tol * 10) << "t" << a;
@@ -116,7 +116,7 @@ void expect_sim3_near(const Sim3& got, const Sim3& want, double tol) {
 
 // `previous` ends with the warped copy of current's first `overlap` frames.
 WindowPrediction previous_for(std::mt19937& rng, const WindowPrediction& current, int64_t head,
-                              int64_t overlap, const Sim3& tf) {
+                              int64_t overlap, const Sim3Rt& tf) {
   WindowPrediction prev = random_window(rng, head);
   WindowPrediction tail = current;
   warp_window(tail, tf);
@@ -135,7 +135,7 @@ WindowPrediction previous_for(std::mt19937& rng, const WindowPrediction& current
 TEST(WindowedAlign, RecoversAKnownSim3) {
   std::mt19937 rng(7);
   const WindowPrediction current = random_window(rng, 8);
-  const Sim3 want = known_sim3();
+  const Sim3Rt want = known_sim3();
   const WindowPrediction prev = previous_for(rng, current, 4, 6, want);
   expect_sim3_near(estimate_alignment(prev, current, 6), want, 1e-5);
 
@@ -151,7 +151,7 @@ TEST(WindowedAlign, AnchorIsTheLastCommonKeyframeAndOnlyPairedFramesScale) {
   std::mt19937 rng(11);
   // Offsets 0..5: common keyframes at 0, 1 (scale frames of current) and 3.
   WindowPrediction current = random_window(rng, 8, {0, 0, 2, 1, 2, 1, 2, 1});
-  const Sim3 want = known_sim3();
+  const Sim3Rt want = known_sim3();
   WindowPrediction prev = previous_for(rng, current, 2, 6, want);
   prev.frame_type[2 + 5] = 2;  // offset 5 is a keyframe of current only
   // Everything the estimate must ignore is broken: unpaired depth and non-anchor poses.
@@ -199,7 +199,7 @@ TEST(WindowedAlign, WarpCanonicalisesTheQuaternion) {
       std::array<float, 9>{1, 2, 3, -0.1f * 2, -0.2f * 2, -0.3f * 2, -0.9f * 2, 0.5f, 0.6f}};
   w.depth = w.conf = {1};
   w.frame_type = {0};
-  warp_window(w, Sim3{});
+  warp_window(w, Sim3Rt{});
   const float want[9] = {1, 2, 3, 0.1f / n, 0.2f / n, 0.3f / n, 0.9f / n, 0.5f, 0.6f};
   for (int c = 0; c < 9; ++c) EXPECT_NEAR(w.pose_enc[0][c], want[c], 1e-6) << c;
 }
