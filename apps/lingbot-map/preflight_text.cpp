@@ -117,12 +117,18 @@ std::string describe_time(const RunPlan& plan, const Preflight& p) {
 
 std::string cpu_size_hint(const RunPlan& plan, const Preflight& p) {
   if (is_cuda_device(plan.engine.device) || p.time.frame_seconds() < 2) return "";
-  return "the model is large for a CPU: a smaller input (--size 280: ~" +
-         std::to_string(int(100.0 * 280 * 280 / (double(plan.width) * plan.width) + 0.5)) +
-         " % of the pixels) or a GPU (--device cuda) is faster" +
-         (plan.engine.model.rfind("synthetic:", 0) == 0
-              ? "; with synthetic weights, --arch tiny runs the small test architecture"
-              : "");
+  // Only what would change this run: no smaller size than it has, no --arch it already uses.
+  std::string ways;
+  auto add = [&](const std::string& way) { ways += (ways.empty() ? "" : " or ") + way; };
+  constexpr int kSmall = 280;
+  if (plan.width > kSmall)
+    add("a smaller input (--size " + std::to_string(kSmall) + ": ~" +
+        std::to_string(int(100.0 * kSmall * kSmall / (double(plan.width) * plan.width) + 0.5)) +
+        " % of the pixels)");
+  if (plan.engine.model.rfind("synthetic:", 0) == 0 && plan.engine.arch != "tiny")
+    add("--arch tiny (the small test architecture, for synthetic weights)");
+  add("a GPU (--device cuda)");
+  return "this run is slow on a CPU: " + ways + " is faster";
 }
 
 }  // namespace lingbot::cli

@@ -151,6 +151,12 @@ TEST_F(FirstHour, ARunSaysWhatItCostsAndWhereItIsFromTheStart) {
   EXPECT_NE(d.output.find("memory estimate"), std::string::npos) << d.output;
   EXPECT_NE(d.output.find("time estimate: ~"), std::string::npos) << d.output;
   EXPECT_NE(d.output.find("--arch tiny"), std::string::npos) << d.output;
+  // ... and never a way the run already takes: the tiny model at 518 is not told --arch tiny.
+  const test::CliResult t =
+      test::run_cli("run --model synthetic:1 --arch tiny --input " + frames() + " --out " +
+                    path("t") + " --size 518 --threads 1 --dry-run");
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_EQ(t.output.find("--arch tiny"), std::string::npos) << t.output;
   // --quiet is quiet.
   const test::CliResult q =
       test::run_cli(tiny() + "--quiet --input " + frames() + " --first-k 6 --out " + path("q"));
