@@ -88,8 +88,11 @@ double measured_cpu_flops(int threads) {
 }
 
 // Of the GEMM rate, what a whole CPU step sustains (attention, norms and the depth head's
-// convolutions run slower than one large product): from the tiny and full models on 2 cores.
-constexpr double kCpuStepEfficiency = 0.5;
+// convolutions run slower than one large product). On 2 cores (OpenBLAS, 2 threads, real/loop
+// frames, 4 scale frames) the seconds a frame after the scale block against this estimate at
+// 0.6: tiny at 280 0.36 (0.30), tiny at 518 2.2 (3.3), the released architecture at 224 5.0
+// (6.3); the estimate is for a full window, so it is the upper end of a run's frames.
+constexpr double kCpuStepEfficiency = 0.6;
 // Of the stated bf16 peak, what a GPU step sustained: 53.6 frames/s at 378x504, window 64, on an
 // H100 80GB HBM3 (docs/PERFORMANCE.md) is 9.09 TFLOP a frame as counted above (6.8 of them the
 // global attention over 72 cached frames) against 4096 x 132 SMs x 1.98 GHz.
@@ -121,7 +124,8 @@ TimeEstimate estimate_time(const RunPlan& p, const ModelConfig& config) {
   } else {
     const int threads = p.engine.threads > 0 ? p.engine.threads : omp_get_max_threads();
     t.rate = measured_cpu_flops(p.engine.threads) * kCpuStepEfficiency;
-    t.device = "the CPU (" + std::to_string(threads) + " threads, " + cpu::blas_name() + ")";
+    t.device = "the CPU (" + std::to_string(threads) + (threads == 1 ? " thread, " : " threads, ") +
+               cpu::blas_name() + ")";
   }
   return t;
 }
