@@ -308,6 +308,40 @@ TEST_F(EvalFiles, DepthFromPngAndNpy) {
   EXPECT_THROW(read_depth(path("none.png")), Error);
 }
 
+// Depth PNGs go through the image reader's PNG decoder, so its guards hold here too: a chunk
+// claiming more bytes than the file has, a file cut short and a PNG of another kind are one
+// clear error each, never an allocation of the claimed size or a crash.
+TEST_F(EvalFiles, DepthPngRefusesDamagedAndOtherPngs) {
+  const uint16_t v[4] = {1, 2, 3, 4};
+  write_png_gray16(path("d.png"), 2, 2, v);
+  std::ifstream in(path("d.png"), std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(good.substr(12, 4), "IHDR");
+  // After IHDR (8 + 4 + 4 + 13 + 4 bytes): a text chunk declaring 2^31 - 16 bytes.
+  std::string lying = good.substr(0, 33) + std::string("\x7f\xff\xff\xf0tEXtabc", 11);
+  std::ofstream(path("lying.png"), std::ios::binary) << lying;
+  auto message = [&](const std::string& file) -> std::string {
+    try {
+      read_depth(path(file));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(message("lying.png").find("ends early"), std::string::npos) << message("lying.png");
+  std::ofstream(path("cut.png"), std::ios::binary) << good.substr(0, good.size() - 20);
+  EXPECT_NE(message("cut.png").find("cut.png"), std::string::npos) << message("cut.png");
+  ImageU8 rgb;
+  rgb.width = rgb.height = 2;
+  rgb.rgb.assign(12, 7);
+  write_png(path("rgb.png"), rgb);
+  EXPECT_NE(message("rgb.png").find("not a 16-bit greyscale PNG (bit depth 8, colour type 2)"),
+            std::string::npos)
+      << message("rgb.png");
+  std::ofstream(path("text.png"), std::ios::binary) << "not a png";
+  EXPECT_NE(message("text.png").find("is not a PNG file"), std::string::npos);
+}
+
 // pred {(0,0,0), (1,0,0)}, ref {(0,0,0.1), (1,0,0), (5,0,0)}: accuracy (0.1 + 0) / 2,
 // completeness (0.1 + 0 + 4) / 3; at 0.5 precision 1, recall 2/3, F1 0.8.
 TEST_F(Eval, PointCloudByHand) {
