@@ -251,6 +251,37 @@ DepthMaps maps(int64_t frames, int64_t h, int64_t w, std::vector<float> v) {
 }
 
 // Valid pixels: (p, g) = (2, 1), (2, 2), (4, 4); the fourth has no reference depth.
+// The CLI and Python translate option names through these; the reports say them back.
+TEST(EvalOptions, NamesTranslateAndUnknownOnesAreRefused) {
+  const TrajectoryOptions t = trajectory_options("se3", 0.5, 2, 3, "m", true);
+  EXPECT_EQ(t.alignment, Alignment::SE3);
+  EXPECT_EQ(t.max_time_diff, 0.5);
+  EXPECT_EQ(t.time_offset, 2);
+  EXPECT_EQ(t.delta, 3);
+  EXPECT_EQ(t.delta_unit, DeltaUnit::Meters);
+  EXPECT_TRUE(t.all_pairs);
+  EXPECT_EQ(trajectory_options("sim3", 0, 0, 1, "frames", false).alignment, Alignment::Sim3);
+  EXPECT_EQ(trajectory_options("none", 0, 0, 1, "frames", false).alignment, Alignment::None);
+  const DepthOptions d = depth_options("lsq", true, 0.1, 10);
+  EXPECT_EQ(d.scaling, DepthScaling::LeastSquares);
+  EXPECT_TRUE(d.per_frame);
+  EXPECT_EQ(d.min_depth, 0.1);
+  EXPECT_EQ(d.max_depth, 10);
+  EXPECT_EQ(depth_options("none", false, 0, 0).scaling, DepthScaling::None);
+  EXPECT_EQ(parse_trajectory_format("kitti"), TrajectoryFormat::Kitti);
+  EXPECT_EQ(parse_trajectory_format("predictions"), TrajectoryFormat::Predictions);
+  try {
+    parse_trajectory_format("euroc");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_STREQ(e.what(),
+                 "the trajectory format must be 'auto', 'tum', 'kitti' or 'predictions', got "
+                 "'euroc'");
+  }
+  EXPECT_THROW(depth_options("mean", false, 0, 0), Error);
+}
+
 TEST(EvalDepth, TinyMapsByHand) {
   const DepthMaps p = maps(1, 2, 2, {2, 2, 4, 1}), g = maps(1, 2, 2, {1, 2, 4, 0});
   DepthOptions o;
