@@ -68,17 +68,7 @@ if(NOT LINGBOT_FFMPEG STREQUAL "OFF")
 endif()
 message(STATUS "lingbot: video input (FFmpeg) ${LINGBOT_WITH_FFMPEG}")
 
-# OpenCV (optional): sky segmentation runs its ONNX model through the DNN module. Only the file
-# that uses it sees its headers (cmake/OpenCV.cmake); without it, --mask-sky says so.
-set(LINGBOT_OPENCV "AUTO" CACHE STRING "OpenCV (sky segmentation models): AUTO or OFF")
-set(LINGBOT_WITH_OPENCV_DNN OFF)
-if(NOT LINGBOT_OPENCV STREQUAL "OFF")
-  find_package(OpenCV QUIET COMPONENTS core imgproc dnn)
-  if(OpenCV_FOUND)
-    set(LINGBOT_WITH_OPENCV_DNN ON)
-  endif()
-endif()
-message(STATUS "lingbot: sky segmentation models (OpenCV DNN) ${LINGBOT_WITH_OPENCV_DNN}")
+# OpenCV (optional: sky segmentation models, loop detection): cmake/OpenCV.cmake.
 
 if(LINGBOT_TESTS)
   find_package(GTest REQUIRED)

@@ -8,7 +8,8 @@ find_path(LINGBOT_NANOFLANN_INCLUDE nanoflann.hpp)
 set(eval_dir ${CMAKE_SOURCE_DIR}/src/eval)
 set(eval_sources ${eval_dir}/trajectory_io.cpp ${eval_dir}/trajectory_metrics.cpp
                  ${eval_dir}/statistics.cpp ${eval_dir}/depth_io.cpp ${eval_dir}/depth_metrics.cpp
-                 ${eval_dir}/npy.cpp ${eval_dir}/point_cloud_io.cpp ${eval_dir}/report_json.cpp)
+                 ${eval_dir}/npy.cpp ${eval_dir}/point_cloud_io.cpp ${eval_dir}/report_json.cpp
+                 ${eval_dir}/option_names.cpp)
 if(LINGBOT_EIGEN_INCLUDE AND LINGBOT_NANOFLANN_INCLUDE)
   set(LINGBOT_WITH_EVAL ON)
   set(with_eigen ${eval_dir}/alignment.cpp ${eval_dir}/plot.cpp)

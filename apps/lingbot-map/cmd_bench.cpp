@@ -205,13 +205,14 @@ int bench_streams(const BenchArgs& a, Engine& engine, double load_s) {
           ? in_window / window_s
           : all_ms.size() / std::chrono::duration<double>(last - first).count();
   // What the preflight expects the streams to hold together: the weights once, the rest per
-  // stream.
+  // stream (memory only: bench() gave the time estimate before the engine loaded).
   const Preflight p = preflight({.engine = a.engine,
                                  .height = a.height,
                                  .width = a.width,
                                  .frames = a.frames,
                                  .stream = a.stream,
-                                 .results = {.predictions = false, .on_host = false}});
+                                 .results = {.predictions = false, .on_host = false}},
+                                /*with_time=*/false);
   const size_t estimate = p.need.weights + n * (p.need.total - p.need.weights);
   const ModelInfo info = engine.info();
   std::printf("model %s on %s, %dx%d, %d streams x %d frames, scale %d, window %d\n",

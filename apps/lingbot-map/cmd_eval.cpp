@@ -33,13 +33,6 @@ struct EvalArgs {
   std::string json, plot, plot_size = "1024x768";
 };
 
-eval::TrajectoryFormat format_of(const std::string& s) {
-  return s == "tum"           ? eval::TrajectoryFormat::Tum
-         : s == "kitti"       ? eval::TrajectoryFormat::Kitti
-         : s == "predictions" ? eval::TrajectoryFormat::Predictions
-                              : eval::TrajectoryFormat::Auto;
-}
-
 bool is_run(const std::string& path) {
   std::error_code ec;
   return fs::is_directory(path, ec) || fs::path(path).extension() == ".safetensors";
@@ -75,18 +68,11 @@ int run_eval(const EvalArgs& a) {
 
   if (!a.gt.empty()) {
     LINGBOT_CHECK_ARG(!a.estimate.empty(), "--gt needs the estimate (the run's folder or a file)");
-    TrajectoryOptions o;
-    o.alignment = a.align == "se3"    ? Alignment::SE3
-                  : a.align == "none" ? Alignment::None
-                                      : Alignment::Sim3;
-    o.max_time_diff = a.max_time_diff;
-    o.time_offset = a.time_offset;
-    o.delta = a.delta;
-    o.delta_unit = a.delta_unit == "m" ? DeltaUnit::Meters : DeltaUnit::Frames;
-    o.all_pairs = a.all_pairs;
-    const Trajectory ref = read_trajectory(a.gt, format_of(a.gt_format));
+    const TrajectoryOptions o = trajectory_options(a.align, a.max_time_diff, a.time_offset, a.delta,
+                                                   a.delta_unit, a.all_pairs);
+    const Trajectory ref = read_trajectory(a.gt, parse_trajectory_format(a.gt_format));
     const auto evaluate = [&](const std::string& key) {
-      Trajectory est = read_trajectory(a.estimate, format_of(a.est_format), key);
+      Trajectory est = read_trajectory(a.estimate, parse_trajectory_format(a.est_format), key);
       if (!a.est_times.empty()) set_stamps(est, a.est_times);
       return evaluate_trajectory(est, ref, o);
     };
@@ -112,13 +98,8 @@ int run_eval(const EvalArgs& a) {
                         "--depth-gt needs the predicted depth: --depth, or a run as the estimate");
       pred = a.estimate;
     }
-    DepthOptions o;
-    o.scaling = a.depth_scaling == "lsq"    ? DepthScaling::LeastSquares
-                : a.depth_scaling == "none" ? DepthScaling::None
-                                            : DepthScaling::Median;
-    o.per_frame = a.depth_per_frame;
-    o.min_depth = a.min_depth;
-    o.max_depth = a.max_depth;
+    const DepthOptions o =
+        depth_options(a.depth_scaling, a.depth_per_frame, a.min_depth, a.max_depth);
     // Predicted maps in PNG units are rare; they take the same scale as the reference's.
     const DepthReport r =
         evaluate_depth(read_depth(pred, a.png_scale), read_depth(a.depth_gt, a.png_scale), o);

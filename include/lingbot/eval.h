@@ -146,6 +146,15 @@ struct TrajectoryReport {
   std::vector<double> ate_errors;  // per match
 };
 
+// The options from the names the CLI's flags and Python's arguments use, in one place so that
+// both translate them alike: align "sim3", "se3" or "none"; delta_unit "frames" or "m". An
+// unknown name throws Error (InvalidArgument) listing the accepted ones.
+TrajectoryOptions trajectory_options(const std::string& align, double max_time_diff,
+                                     double time_offset, double delta,
+                                     const std::string& delta_unit, bool all_pairs);
+// "auto", "tum", "kitti" or "predictions"; as above.
+TrajectoryFormat parse_trajectory_format(const std::string& name);
+
 // Matches, aligns and measures. Throws Error (one line) for mismatched frame-indexed lengths,
 // fewer matches than the alignment needs (3 for Sim(3), 2 otherwise; 2 without alignment), a
 // delta that gives no RPE pair, or options out of range.
@@ -183,6 +192,10 @@ struct DepthReport {
   DepthScaling scaling = DepthScaling::Median;
   bool per_frame = false;
 };
+
+// The options from their names, as trajectory_options: scaling "median", "lsq" or "none".
+DepthOptions depth_options(const std::string& scaling, bool per_frame, double min_depth,
+                           double max_depth);
 
 // Throws Error when the two disagree in frame count or map size, or no pixel is valid.
 DepthReport evaluate_depth(const DepthMaps& predicted, const DepthMaps& reference,

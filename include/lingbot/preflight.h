@@ -106,8 +106,11 @@ struct Preflight {
   size_t unbounded_growth = 0;
 };
 
-// Throws Error when the checkpoint cannot be read or the architecture is unknown.
-Preflight preflight(const RunPlan& plan);
+// Throws Error when the checkpoint cannot be read or the architecture is unknown. With
+// `with_time` false, `time` is left empty (rate 0): callers that want the memory only (admission
+// control, a second plan beside one already estimated) skip counting the FLOPs and, on the CPU,
+// the rate measurement of the process's first estimate (about 0.2 s).
+Preflight preflight(const RunPlan& plan, bool with_time = true);
 
 // For a run that does not fit: the mildest change of each setting that would make it fit on its
 // own, all else unchanged. Unset where no value does, or where the setting does not apply to the

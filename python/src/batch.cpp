@@ -214,7 +214,7 @@ py::dict inference_windowed(PyEngine& e, const py::handle& images, const StreamO
 void check_fits(const PyEngine& e, RunPlan plan, const char* scale) {
   plan.engine = e.options;
   plan.results.on_host = e.options.device == "cpu";
-  const Preflight p = preflight(plan);
+  const Preflight p = preflight(plan, /*with_time=*/false);
   const std::string what = "not enough memory for " + std::to_string(plan.frames) + " frames at " +
                            std::to_string(plan.width) + "x" + std::to_string(plan.height);
   const size_t host = host_memory_available();

@@ -78,11 +78,8 @@ void bind_eval(py::module_& m) {
       "_eval_read_trajectory",
       [](const py::object& path, const std::string& format, const std::string& key,
          const py::object& times) {
-        const auto f = format == "tum"           ? ev::TrajectoryFormat::Tum
-                       : format == "kitti"       ? ev::TrajectoryFormat::Kitti
-                       : format == "predictions" ? ev::TrajectoryFormat::Predictions
-                                                 : ev::TrajectoryFormat::Auto;
-        ev::Trajectory t = ev::read_trajectory(path_arg(path, "read_trajectory: path"), f, key);
+        ev::Trajectory t = ev::read_trajectory(path_arg(path, "read_trajectory: path"),
+                                               ev::parse_trajectory_format(format), key);
         if (!times.is_none()) ev::set_stamps(t, path_arg(times, "read_trajectory: times"));
         py::array_t<double> stamps(static_cast<py::ssize_t>(t.size()));
         py::array_t<double> poses(
@@ -93,38 +90,27 @@ void bind_eval(py::module_& m) {
       },
       py::arg("path"), py::arg("format") = "auto", py::arg("key") = "c2w",
       py::arg("times") = py::none());
-  m.def("_eval_trajectory",
-        [](const py::handle& est_stamps, const py::handle& est_poses, bool est_indexed,
-           const py::handle& ref_stamps, const py::handle& ref_poses, bool ref_indexed,
-           const std::string& align, double max_time_diff, double time_offset, double delta,
-           const std::string& delta_unit, bool all_pairs) {
-          ev::TrajectoryOptions o;
-          if (align != "sim3" && align != "se3" && align != "none")
-            throw py::value_error("align must be 'sim3', 'se3' or 'none', got '" + align + "'");
-          if (delta_unit != "frames" && delta_unit != "m")
-            throw py::value_error("delta_unit must be 'frames' or 'm', got '" + delta_unit + "'");
-          o.alignment = align == "se3"    ? ev::Alignment::SE3
-                        : align == "none" ? ev::Alignment::None
-                                          : ev::Alignment::Sim3;
-          o.max_time_diff = max_time_diff;
-          o.time_offset = time_offset;
-          o.delta = delta;
-          o.delta_unit = delta_unit == "m" ? ev::DeltaUnit::Meters : ev::DeltaUnit::Frames;
-          o.all_pairs = all_pairs;
-          const ev::Trajectory est = trajectory_of(est_stamps, est_poses, est_indexed, "estimate");
-          const ev::Trajectory ref = trajectory_of(ref_stamps, ref_poses, ref_indexed, "reference");
-          const ev::TrajectoryReport r = ev::evaluate_trajectory(est, ref, o);
-          py::array_t<int64_t> matches({static_cast<py::ssize_t>(r.matched), py::ssize_t{2}});
-          for (size_t k = 0; k < r.matched; ++k) {
-            matches.mutable_data()[2 * k] = static_cast<int64_t>(r.matches[k].first);
-            matches.mutable_data()[2 * k + 1] = static_cast<int64_t>(r.matches[k].second);
-          }
-          py::array_t<double> errors(static_cast<py::ssize_t>(r.ate_errors.size()));
-          if (!r.ate_errors.empty())
-            std::memcpy(errors.mutable_data(), r.ate_errors.data(), r.ate_errors.size() * 8);
-          return py::make_tuple(ev::to_json(r), points_array(r.aligned), points_array(r.reference),
-                                matches, errors);
-        });
+  m.def("_eval_trajectory", [](const py::handle& est_stamps, const py::handle& est_poses,
+                               bool est_indexed, const py::handle& ref_stamps,
+                               const py::handle& ref_poses, bool ref_indexed,
+                               const std::string& align, double max_time_diff, double time_offset,
+                               double delta, const std::string& delta_unit, bool all_pairs) {
+    const ev::TrajectoryOptions o =
+        ev::trajectory_options(align, max_time_diff, time_offset, delta, delta_unit, all_pairs);
+    const ev::Trajectory est = trajectory_of(est_stamps, est_poses, est_indexed, "estimate");
+    const ev::Trajectory ref = trajectory_of(ref_stamps, ref_poses, ref_indexed, "reference");
+    const ev::TrajectoryReport r = ev::evaluate_trajectory(est, ref, o);
+    py::array_t<int64_t> matches({static_cast<py::ssize_t>(r.matched), py::ssize_t{2}});
+    for (size_t k = 0; k < r.matched; ++k) {
+      matches.mutable_data()[2 * k] = static_cast<int64_t>(r.matches[k].first);
+      matches.mutable_data()[2 * k + 1] = static_cast<int64_t>(r.matches[k].second);
+    }
+    py::array_t<double> errors(static_cast<py::ssize_t>(r.ate_errors.size()));
+    if (!r.ate_errors.empty())
+      std::memcpy(errors.mutable_data(), r.ate_errors.data(), r.ate_errors.size() * 8);
+    return py::make_tuple(ev::to_json(r), points_array(r.aligned), points_array(r.reference),
+                          matches, errors);
+  });
   m.def("_eval_umeyama", [](const py::handle& x, const py::handle& y, bool with_scale) {
     const ev::Similarity s = ev::umeyama(points_of(x, "x"), points_of(y, "y"), with_scale);
     py::array_t<double> r({py::ssize_t{3}, py::ssize_t{3}}), t(py::ssize_t{3});
@@ -138,15 +124,7 @@ void bind_eval(py::module_& m) {
   });
   m.def("_eval_depth", [](const py::handle& pred, const py::handle& gt, const std::string& scaling,
                           bool per_frame, double min_depth, double max_depth) {
-    if (scaling != "median" && scaling != "lsq" && scaling != "none")
-      throw py::value_error("scaling must be 'median', 'lsq' or 'none', got '" + scaling + "'");
-    ev::DepthOptions o;
-    o.scaling = scaling == "lsq"    ? ev::DepthScaling::LeastSquares
-                : scaling == "none" ? ev::DepthScaling::None
-                                    : ev::DepthScaling::Median;
-    o.per_frame = per_frame;
-    o.min_depth = min_depth;
-    o.max_depth = max_depth;
+    const ev::DepthOptions o = ev::depth_options(scaling, per_frame, min_depth, max_depth);
     const ev::DepthMaps p = depth_of(pred, "predicted"), g = depth_of(gt, "reference");
     py::gil_scoped_release release;
     return ev::to_json(ev::evaluate_depth(p, g, o));

@@ -1,19 +1,13 @@
 // Depth maps in: 16-bit PNGs (as depth datasets and our `depth` export store them), NumPy .npy
 // arrays, folders of either, and a run's predictions.safetensors.
-//
-// libpng reports fatal errors through a callback that must not return; as in io/png.cpp we
-// leave it with longjmp into small functions that own nothing with a destructor.
-#include <png.h>
-
 #include <algorithm>
-#include <csetjmp>
-#include <cstdio>
-#include <cstring>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "eval/npy.h"
+#include "io/image_codec.h"
 #include "lingbot/error.h"
 #include "lingbot/eval.h"
 #include "lingbot/image.h"
@@ -24,49 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct PngSource {
-  jmp_buf jump;
-  char message[256];
-  const uint8_t* data;
-  size_t size, pos;
-};
-
-void on_error(png_structp png, png_const_charp msg) {
-  auto* src = static_cast<PngSource*>(png_get_error_ptr(png));
-  std::snprintf(src->message, sizeof src->message, "%s", msg);
-  longjmp(src->jump, 1);
-}
-void on_warning(png_structp, png_const_charp) {}
-void on_read(png_structp png, png_bytep out, size_t n) {
-  auto* src = static_cast<PngSource*>(png_get_io_ptr(png));
-  if (n > src->size - src->pos) png_error(png, "file ends early");
-  std::memcpy(out, src->data + src->pos, n);
-  src->pos += n;
-}
-
-struct Header {
-  png_uint_32 width = 0, height = 0;
-  int bit_depth = 0, color_type = 0, interlace = 0;
-};
-
-bool read_header(png_structp png, png_infop info, Header* h) {
-  auto* src = static_cast<PngSource*>(png_get_error_ptr(png));
-  if (setjmp(src->jump)) return false;
-  png_read_info(png, info);
-  png_get_IHDR(png, info, &h->width, &h->height, &h->bit_depth, &h->color_type, &h->interlace,
-               nullptr, nullptr);
-  return true;
-}
-
-bool read_rows(png_structp png, png_infop info, png_bytepp rows, bool interlaced) {
-  auto* src = static_cast<PngSource*>(png_get_error_ptr(png));
-  if (setjmp(src->jump)) return false;
-  if (interlaced) png_set_interlace_handling(png);
-  png_read_update_info(png, info);
-  png_read_image(png, rows);
-  return true;
-}
-
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot read " + path, ErrorKind::NotFound);
@@ -75,46 +26,19 @@ std::string read_bytes(const std::string& path) {
   return s.str();
 }
 
-// One 16-bit greyscale PNG as depth: value / scale, 0 staying 0 (no depth).
+// One 16-bit greyscale PNG as depth: value / scale, 0 staying 0 (no depth). The decoder is the
+// image reader's, with its guards against lying chunk lengths and sizes.
 DepthMaps read_png_depth(const std::string& path, double scale) {
   const std::string bytes = read_bytes(path);
-  PngSource src{};
-  src.data = reinterpret_cast<const uint8_t*>(bytes.data());
-  src.size = bytes.size();
-  if (bytes.size() < 8 || png_sig_cmp(src.data, 0, 8) != 0)
-    throw Error(path + " is not a PNG file", ErrorKind::InvalidArgument);
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, on_error, on_warning);
-  if (!png) throw Error("out of memory reading " + path);
-  png_infop info = png_create_info_struct(png);
-  struct Guard {
-    png_structp* png;
-    png_infop* info;
-    ~Guard() { png_destroy_read_struct(png, info, nullptr); }
-  } guard{&png, &info};
-  if (!info) throw Error("out of memory reading " + path);
-  png_set_read_fn(png, &src, on_read);
-  Header h;
-  if (!read_header(png, info, &h)) throw Error(path + ": " + src.message);
-  if (h.bit_depth != 16 || h.color_type != PNG_COLOR_TYPE_GRAY)
-    throw Error(path + " is not a 16-bit greyscale PNG (bit depth " + std::to_string(h.bit_depth) +
-                    ", colour type " + std::to_string(h.color_type) + "), as depth maps are",
-                ErrorKind::InvalidArgument);
-  if (uint64_t(h.width) * h.height > kMaxImagePixels)
-    throw Error(
-        path + ": " + std::to_string(h.width) + "x" + std::to_string(h.height) + " is too large",
-        ErrorKind::InvalidArgument);
-  std::vector<uint8_t> raw(size_t(h.width) * h.height * 2);
-  std::vector<png_bytep> rows(h.height);
-  for (png_uint_32 y = 0; y < h.height; ++y) rows[y] = raw.data() + size_t(y) * h.width * 2;
-  if (!read_rows(png, info, rows.data(), h.interlace != PNG_INTERLACE_NONE))
-    throw Error(path + ": " + src.message);
+  const codec::GrayU16 png = codec::decode_png_gray16(
+      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path, kMaxImagePixels);
   DepthMaps d;
   d.frames = 1;
-  d.height = h.height;
-  d.width = h.width;
-  d.values.resize(size_t(h.width) * h.height);
+  d.height = png.height;
+  d.width = png.width;
+  d.values.resize(png.values.size());
   for (size_t i = 0; i < d.values.size(); ++i)
-    d.values[i] = static_cast<float>((unsigned(raw[2 * i]) << 8 | raw[2 * i + 1]) / scale);
+    d.values[i] = static_cast<float>(png.values[i] / scale);
   return d;
 }
 

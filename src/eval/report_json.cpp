@@ -1,6 +1,7 @@
 // The reports as JSON: what `eval --json` writes and the Python module returns as dicts.
 #include <nlohmann/json.hpp>
 
+#include "eval/option_names.h"
 #include "lingbot/eval.h"
 
 namespace lingbot::eval {
@@ -9,13 +10,6 @@ namespace {
 nlohmann::ordered_json stats(const Stats& s) {
   return {{"rmse", s.rmse}, {"mean", s.mean}, {"median", s.median}, {"std", s.std},
           {"min", s.min},   {"max", s.max},   {"sse", s.sse},       {"count", s.count}};
-}
-
-const char* name(Alignment a) {
-  return a == Alignment::Sim3 ? "sim3" : a == Alignment::SE3 ? "se3" : "none";
-}
-const char* name(DepthScaling s) {
-  return s == DepthScaling::Median ? "median" : s == DepthScaling::LeastSquares ? "lsq" : "none";
 }
 
 }  // namespace
@@ -33,7 +27,7 @@ std::string to_json(const TrajectoryReport& r) {
   j["rpe_translation"] = stats(r.rpe_translation);
   j["rpe_rotation_deg"] = stats(r.rpe_rotation_deg);
   j["delta"] = r.delta;
-  j["delta_unit"] = r.delta_unit == DeltaUnit::Frames ? "frames" : "m";
+  j["delta_unit"] = name(r.delta_unit);
   j["all_pairs"] = r.all_pairs;
   return j.dump();
 }

@@ -21,6 +21,15 @@ void check_size(const std::string& what, uint64_t w, uint64_t h, size_t max_pixe
 // One decoder per format (png.cpp, jpeg.cpp), orientation applied.
 ImageU8 decode_png(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels);
 ImageU8 decode_jpeg(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels);
+
+// A 16-bit greyscale PNG's samples as they are (depth maps: no conversion, no orientation), with
+// decode_png's guards. Any other PNG is refused with its bit depth and colour type.
+struct GrayU16 {
+  int width = 0, height = 0;
+  std::vector<uint16_t> values;  // row-major, no padding
+};
+GrayU16 decode_png_gray16(const uint8_t* data, size_t size, const std::string& what,
+                          size_t max_pixels);
 // The bytes of a PNG up to the first chunk whose declared data runs past the end (all of them
 // when every chunk fits, or after IEND): what decode_png hands libpng.
 size_t png_bytes_that_fit(const uint8_t* data, size_t size);

@@ -236,38 +236,55 @@ void png_row_to_rgb(const uint8_t* in, uint8_t* out, int w, const PngHeader& h,
   }
 }
 
+// One libpng read of a PNG in memory, shared by both decoders: libpng sees only the chunks that
+// fit (png_bytes_that_fit), its errors come back as messages, and its size limits are ours.
+class PngReader {
+ public:
+  PngReader(const uint8_t* data, size_t size) {
+    src_.data = data;
+    src_.size = png_bytes_that_fit(data, size);
+    png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src_, png_on_error, png_on_warning);
+    info = png ? png_create_info_struct(png) : nullptr;
+    if (!info) {
+      png_destroy_read_struct(&png, nullptr, nullptr);
+      throw std::bad_alloc();
+    }
+    png_set_read_fn(png, &src_, png_on_read);
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+    // Checksums would reject nearly every mutation before it reaches the interesting code.
+    png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
+    png_set_option(png, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
+#endif
+    // libpng's default cap of 1,000,000 pixels per side would refuse images Pillow opens; the
+    // pixel-count check (check_size) guards memory instead.
+    png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  }
+  ~PngReader() {
+    png_destroy_read_struct(&png, &info, nullptr);
+  }
+  PngReader(const PngReader&) = delete;
+  PngReader& operator=(const PngReader&) = delete;
+
+  // Why libpng stopped, for the error message.
+  std::string broken() const {
+    if (src_.truncated) return "the PNG data ends early (truncated file?)";
+    return std::string("not a valid PNG file (") + src_.message + ")";
+  }
+
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+
+ private:
+  PngSource src_{};  // libpng holds its address: the reader is neither copied nor moved
+};
+
 }  // namespace
 
 ImageU8 decode_png(const uint8_t* data, size_t size, const std::string& what, size_t max_pixels) {
-  PngSource src{};
-  src.data = data;
-  src.size = png_bytes_that_fit(data, size);
-  png_structp png =
-      png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
-  png_infop info = png ? png_create_info_struct(png) : nullptr;
-  if (!info) {
-    png_destroy_read_struct(&png, nullptr, nullptr);
-    throw std::bad_alloc();
-  }
-  struct Guard {
-    png_structp* png;
-    png_infop* info;
-    ~Guard() { png_destroy_read_struct(png, info, nullptr); }
-  } guard{&png, &info};
-  png_set_read_fn(png, &src, png_on_read);
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-  // Checksums would reject nearly every mutation before it reaches the interesting code.
-  png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
-  png_set_option(png, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
-#endif
-  // libpng's default cap of 1,000,000 pixels per side would refuse images Pillow opens; the
-  // pixel-count check below guards memory instead.
-  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
-
-  auto broken = [&]() -> std::string {
-    if (src.truncated) return "the PNG data ends early (truncated file?)";
-    return std::string("not a valid PNG file (") + src.message + ")";
-  };
+  PngReader reader(data, size);
+  png_structp png = reader.png;
+  png_infop info = reader.info;
+  auto broken = [&] { return reader.broken(); };
 
   PngHeader h{};
   if (!png_read_header(png, info, &h)) fail(what, broken());
@@ -316,6 +333,47 @@ ImageU8 decode_png(const uint8_t* data, size_t size, const std::string& what, si
   png_read_trailer(png, info);
   const PngMeta meta = png_meta(png, info);
   return apply_orientation(std::move(img), resolve_orientation(meta.exif, meta.xmp));
+}
+
+GrayU16 decode_png_gray16(const uint8_t* data, size_t size, const std::string& what,
+                          size_t max_pixels) {
+  if (size < 8 || png_sig_cmp(data, 0, 8) != 0)
+    throw Error(what + " is not a PNG file", ErrorKind::InvalidArgument);
+  PngReader reader(data, size);
+  PngHeader h{};
+  if (!png_read_header(reader.png, reader.info, &h)) fail(what, reader.broken());
+  if (h.bit_depth != 16 || h.color_type != PNG_COLOR_TYPE_GRAY)
+    throw Error(what + " is not a 16-bit greyscale PNG (bit depth " + std::to_string(h.bit_depth) +
+                    ", colour type " + std::to_string(h.color_type) + ")",
+                ErrorKind::InvalidArgument);
+  check_size(what, h.width, h.height, max_pixels);
+  if (!png_start_rows(reader.png, reader.info, h)) fail(what, reader.broken());
+
+  const size_t row_bytes = size_t(h.width) * 2;
+  const bool interlaced = h.interlace != PNG_INTERLACE_NONE;
+  std::vector<uint8_t> raw(row_bytes * (interlaced ? h.height : 1));
+  std::vector<png_bytep> rows(interlaced ? h.height : 1);
+  for (size_t y = 0; y < rows.size(); ++y) rows[y] = raw.data() + y * row_bytes;
+  GrayU16 img;
+  img.width = int(h.width);
+  img.height = int(h.height);
+  // Big-endian samples as PNG stores them; no orientation: a depth map is stored as computed.
+  const auto append = [&](const uint8_t* row) {
+    for (png_uint_32 x = 0; x < h.width; ++x)
+      img.values.push_back(uint16_t(unsigned(row[2 * x]) << 8 | row[2 * x + 1]));
+  };
+  if (interlaced) {
+    if (!png_read_rows(reader.png, rows.data(), h.height, true)) fail(what, reader.broken());
+    img.values.reserve(size_t(h.width) * h.height);
+    for (png_uint_32 y = 0; y < h.height; ++y) append(rows[y]);
+  } else {
+    // Row by row, as decode_png: a tiny file claiming a huge size fails before its memory grows.
+    for (png_uint_32 y = 0; y < h.height; ++y) {
+      if (!png_read_rows(reader.png, rows.data(), 1, false)) fail(what, reader.broken());
+      append(rows[0]);
+    }
+  }
+  return img;
 }
 
 }  // namespace codec

@@ -27,7 +27,7 @@ std::vector<size_t> Context::estimates(const Start& start) const {
     plan.results.predictions = false;
     plan.results.on_host = e.options.device == "cpu";
     if (plan.engine.arch.empty()) plan.engine.arch = e.engine->info().arch;  // no checkpoint read
-    const MemoryEstimate m = preflight(plan).need;
+    const MemoryEstimate m = preflight(plan, /*with_time=*/false).need;
     need.push_back(m.total - m.weights);
   }
   return need;

@@ -101,13 +101,31 @@ size_t disk_space_available(const std::string& path) {
 
 namespace {
 
-// Linear scans (from, from + step, ..., to) for the mildest setting that fits on its own: the
-// special-token stream grows in whole chunks, so the totals are not strictly monotonic.
+// Linear scans (from, from - 1, ..., to) for the mildest setting that fits on its own: the
+// special-token stream grows in whole chunks, so the totals are not strictly monotonic in these
+// settings. They run over at most a window's frames.
 template <class Fits>
 std::optional<int> first_fit(int64_t from, int64_t to, int64_t step, Fits fits) {
   for (int64_t v = from; step > 0 ? v <= to : v >= to; v += step)
     if (fits(v)) return static_cast<int>(v);
   return std::nullopt;
+}
+
+// The smallest value in [lo, hi] that fits, by bisection: for a setting whose estimate never
+// grows as the value grows (the keyframe interval: a longer one keeps fewer frames, and the
+// estimate depends on it through the kept frames only). A linear scan took minutes for a run of
+// ten million frames.
+template <class Fits>
+std::optional<int> smallest_fit(int64_t lo, int64_t hi, Fits fits) {
+  if (lo > hi || !fits(hi)) return std::nullopt;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return static_cast<int>(lo);
 }
 
 // The largest value in [lo, hi] that fits, by bisection: for a setting whose estimate never
@@ -167,8 +185,9 @@ MilderSettings milder_settings(const ModelConfig& config, DType compute, int64_t
   m.window =
       first_fit(std::min<int64_t>(stream.window, stored) - 1, 1, -1, with(&StreamOptions::window));
   const int64_t interval = std::max(stream.keyframe_interval, 1);
-  m.keyframe_interval = first_fit(interval + 1, std::max<int64_t>(frames - stream.scale_frames, 1),
-                                  1, with(&StreamOptions::keyframe_interval));
+  m.keyframe_interval =
+      smallest_fit(interval + 1, std::max<int64_t>(frames - stream.scale_frames, 1),
+                   with(&StreamOptions::keyframe_interval));
   m.scale_frames = first_fit(stream.scale_frames - 1, 1, -1, with(&StreamOptions::scale_frames));
   smaller_size_that_fits(
       height, width, config.patch, [&](int64_t h, int64_t w) { return fits(stream, h, w); }, m);

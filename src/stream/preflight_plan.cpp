@@ -20,10 +20,10 @@ ModelConfig planned_config(const EngineOptions& o) {
 
 }  // namespace
 
-Preflight preflight(const RunPlan& p) {
+Preflight preflight(const RunPlan& p, bool with_time) {
   const ModelConfig config = planned_config(p.engine);
   Preflight r;
-  r.time = estimate_time(p, config);
+  if (with_time) r.time = estimate_time(p, config);
   r.compute = config.compute;
   r.kv_cache = config.kv_fp8 ? DType::F8E4M3 : config.compute;
   if (p.windowed) {

@@ -1,9 +1,11 @@
 // libFuzzer target: arbitrary bytes through the PNG/JPEG decoders and, for decodable inputs of
-// a sane shape, through preprocessing. Anything but a clean lingbot::Error is a finding.
+// a sane shape, through preprocessing; and through the 16-bit greyscale PNG reader that depth
+// maps take (eval). Anything but a clean lingbot::Error is a finding.
 #include <cstdint>
 #include <cstdlib>
 
 #include "io/image.h"
+#include "io/image_codec.h"
 #include "io/preprocess.h"
 #include "lingbot/error.h"
 
@@ -26,6 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (t.dim(0) != 3 || t.dim(2) % 14 != 0) std::abort();
       }
     }
+  } catch (const Error&) {
+  }
+  try {
+    const codec::GrayU16 depth = codec::decode_png_gray16(data, size, "fuzz input", kMaxPixels);
+    if (depth.width <= 0 || depth.height <= 0 ||
+        depth.values.size() != size_t(depth.width) * size_t(depth.height))
+      std::abort();
   } catch (const Error&) {
   }
   return 0;

@@ -285,6 +285,13 @@ def test_bad_input_raises():
         ev.trajectory("/nonexistent/traj.txt", ref)
     with pytest.raises(ValueError, match="differ in size"):
         ev.depth(np.ones((2, 3)), np.ones((3, 2)))
+    # The option names are the CLI's, checked in one place for both.
+    with pytest.raises(ValueError, match="align must be 'sim3', 'se3' or 'none', got 'sim2'"):
+        ev.trajectory(est, ref, align="sim2")
+    with pytest.raises(ValueError, match="delta_unit must be 'frames' or 'm', got 'km'"):
+        ev.trajectory(est, ref, delta_unit="km")
+    with pytest.raises(ValueError, match="scaling must be 'median', 'lsq' or 'none', got 'mean'"):
+        ev.depth(np.ones((2, 3)), np.ones((2, 3)), scaling="mean")
 
 
 def test_cli_json_equals_python(tmp_path, cli):

@@ -251,6 +251,37 @@ DepthMaps maps(int64_t frames, int64_t h, int64_t w, std::vector<float> v) {
 }
 
 // Valid pixels: (p, g) = (2, 1), (2, 2), (4, 4); the fourth has no reference depth.
+// The CLI and Python translate option names through these; the reports say them back.
+TEST(EvalOptions, NamesTranslateAndUnknownOnesAreRefused) {
+  const TrajectoryOptions t = trajectory_options("se3", 0.5, 2, 3, "m", true);
+  EXPECT_EQ(t.alignment, Alignment::SE3);
+  EXPECT_EQ(t.max_time_diff, 0.5);
+  EXPECT_EQ(t.time_offset, 2);
+  EXPECT_EQ(t.delta, 3);
+  EXPECT_EQ(t.delta_unit, DeltaUnit::Meters);
+  EXPECT_TRUE(t.all_pairs);
+  EXPECT_EQ(trajectory_options("sim3", 0, 0, 1, "frames", false).alignment, Alignment::Sim3);
+  EXPECT_EQ(trajectory_options("none", 0, 0, 1, "frames", false).alignment, Alignment::None);
+  const DepthOptions d = depth_options("lsq", true, 0.1, 10);
+  EXPECT_EQ(d.scaling, DepthScaling::LeastSquares);
+  EXPECT_TRUE(d.per_frame);
+  EXPECT_EQ(d.min_depth, 0.1);
+  EXPECT_EQ(d.max_depth, 10);
+  EXPECT_EQ(depth_options("none", false, 0, 0).scaling, DepthScaling::None);
+  EXPECT_EQ(parse_trajectory_format("kitti"), TrajectoryFormat::Kitti);
+  EXPECT_EQ(parse_trajectory_format("predictions"), TrajectoryFormat::Predictions);
+  try {
+    parse_trajectory_format("euroc");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_STREQ(e.what(),
+                 "the trajectory format must be 'auto', 'tum', 'kitti' or 'predictions', got "
+                 "'euroc'");
+  }
+  EXPECT_THROW(depth_options("mean", false, 0, 0), Error);
+}
+
 TEST(EvalDepth, TinyMapsByHand) {
   const DepthMaps p = maps(1, 2, 2, {2, 2, 4, 1}), g = maps(1, 2, 2, {1, 2, 4, 0});
   DepthOptions o;
@@ -306,6 +337,40 @@ TEST_F(EvalFiles, DepthFromPngAndNpy) {
   std::ofstream(path("bad.npy"), std::ios::binary) << file.substr(0, file.size() - 3);
   EXPECT_THROW(read_depth(path("bad.npy")), Error);
   EXPECT_THROW(read_depth(path("none.png")), Error);
+}
+
+// Depth PNGs go through the image reader's PNG decoder, so its guards hold here too: a chunk
+// claiming more bytes than the file has, a file cut short and a PNG of another kind are one
+// clear error each, never an allocation of the claimed size or a crash.
+TEST_F(EvalFiles, DepthPngRefusesDamagedAndOtherPngs) {
+  const uint16_t v[4] = {1, 2, 3, 4};
+  write_png_gray16(path("d.png"), 2, 2, v);
+  std::ifstream in(path("d.png"), std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(good.substr(12, 4), "IHDR");
+  // After IHDR (8 + 4 + 4 + 13 + 4 bytes): a text chunk declaring 2^31 - 16 bytes.
+  std::string lying = good.substr(0, 33) + std::string("\x7f\xff\xff\xf0tEXtabc", 11);
+  std::ofstream(path("lying.png"), std::ios::binary) << lying;
+  auto message = [&](const std::string& file) -> std::string {
+    try {
+      read_depth(path(file));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(message("lying.png").find("ends early"), std::string::npos) << message("lying.png");
+  std::ofstream(path("cut.png"), std::ios::binary) << good.substr(0, good.size() - 20);
+  EXPECT_NE(message("cut.png").find("cut.png"), std::string::npos) << message("cut.png");
+  ImageU8 rgb;
+  rgb.width = rgb.height = 2;
+  rgb.rgb.assign(12, 7);
+  write_png(path("rgb.png"), rgb);
+  EXPECT_NE(message("rgb.png").find("not a 16-bit greyscale PNG (bit depth 8, colour type 2)"),
+            std::string::npos)
+      << message("rgb.png");
+  std::ofstream(path("text.png"), std::ios::binary) << "not a png";
+  EXPECT_NE(message("text.png").find("is not a PNG file"), std::string::npos);
 }
 
 // pred {(0,0,0), (1,0,0)}, ref {(0,0,0.1), (1,0,0), (5,0,0)}: accuracy (0.1 + 0) / 2,

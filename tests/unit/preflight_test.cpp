@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -349,6 +351,73 @@ TEST(Preflight, SpecialFrameCapBisectionAgreesWithALinearScan) {
     const MilderSettings line =
         milder_settings(kTiny, DType::F32, 56, 70, frames, s, nullptr, available);
     EXPECT_EQ(suggested_cap(line), linear);
+  }
+}
+
+// The keyframe interval is found by bisection, which relies on the estimate never growing as
+// the interval grows; a linear scan over every interval of smaller runs finds the same first fit.
+TEST(Preflight, KeyframeIntervalBisectionAgreesWithALinearScan) {
+  struct Case {
+    StreamOptions s;
+    int64_t frames;
+  };
+  const std::vector<Case> cases = {
+      {{.scale_frames = 4, .window = 6, .keyframe_interval = 1}, 1500},
+      {{.scale_frames = 4, .window = 6, .keyframe_interval = 3}, 1500},
+      {{.scale_frames = 2, .window = 3, .keyframe_interval = 1, .max_special_frames = 100}, 1200},
+      {{.scale_frames = 8, .window = 16, .keyframe_interval = 1}, 400},
+      {{.scale_frames = 4, .window = 6, .keyframe_interval = 1, .cross_frame_special = false}, 900},
+  };
+  for (const Case& c : cases) {
+    auto total = [&](int64_t interval) {
+      StreamOptions k = c.s;
+      k.keyframe_interval = static_cast<int>(interval);
+      return estimate_memory(kTiny, DType::F32, 56, 70, c.frames, k).total;
+    };
+    const int64_t from = c.s.keyframe_interval + 1, to = c.frames - c.s.scale_frames;
+    for (const size_t available :
+         {total(from - 1) - 1, total(from), total(from + 1), total(7) + 1, total(50), total(51) - 1,
+          total(to / 2), total(to), total(to) - 1, size_t{1000}}) {
+      std::optional<int> linear;
+      for (int64_t v = from; v <= to && !linear; ++v)
+        if (total(v) <= available) linear = static_cast<int>(v);
+      const MilderSettings m =
+          milder_settings(kTiny, DType::F32, 56, 70, c.frames, c.s, nullptr, available);
+      EXPECT_EQ(m.keyframe_interval, linear) << c.frames << " frames, " << available << " bytes";
+    }
+  }
+}
+
+// A refusal of a very long run names its milder settings at once: bisections, not scans over the
+// run's length (which took minutes for ten million frames).
+TEST(Preflight, MilderSettingsOfTenMillionFramesTakeWellUnderASecond) {
+  const StreamOptions s;
+  const int64_t frames = 10'000'000;
+  const MemoryEstimate m = estimate_memory(kReleased, DType::BF16, 378, 504, frames, s);
+  StreamOptions sparse = s;
+  sparse.keyframe_interval = 5000;
+  const size_t fits_sparse =
+      estimate_memory(kReleased, DType::BF16, 378, 504, frames, sparse).total;
+  for (const size_t available : {fits_sparse, m.weights}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const MilderSettings milder =
+        milder_settings(kReleased, DType::BF16, 378, 504, frames, s, nullptr, available);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(seconds, 0.5) << available;
+    if (available == m.weights) {
+      EXPECT_FALSE(milder.keyframe_interval);  // nothing leaves room for the caches
+      continue;
+    }
+    // The interval found fits, the one before does not.
+    ASSERT_TRUE(milder.keyframe_interval);
+    StreamOptions fit = s, over = s;
+    fit.keyframe_interval = *milder.keyframe_interval;
+    over.keyframe_interval = *milder.keyframe_interval - 1;
+    EXPECT_GT(*milder.keyframe_interval, 1000);
+    EXPECT_LE(*milder.keyframe_interval, 5000);
+    EXPECT_LE(estimate_memory(kReleased, DType::BF16, 378, 504, frames, fit).total, available);
+    EXPECT_GT(estimate_memory(kReleased, DType::BF16, 378, 504, frames, over).total, available);
   }
 }
 
