@@ -1,13 +1,18 @@
 // Engine: picks the backend, reads the weights, builds the model; sessions share it.
 #include "lingbot/engine.h"
 
+#include <algorithm>
+#include <fstream>
+#include <future>
 #include <memory>
 
 #include "backend/ops.h"
 #include "lingbot/error.h"
 #include "model/model.h"
 #include "stream/session.h"
+#include "stream/snapshot_file.h"
 #include "weights/checkpoint.h"
+#include "weights/digest.h"
 
 namespace lingbot {
 namespace {
@@ -35,11 +40,19 @@ class EngineImpl final : public Engine {
                         "synthetic weights need a numeric seed, e.g. synthetic:1");
       config_ = ModelConfig::preset(o.arch.empty() ? "lingbot-map" : o.arch);
       loader = std::make_unique<WeightLoader>(std::stoull(seed), *backend_);
+      std::promise<std::string> digest;
+      digest.set_value(synthetic_weights_digest(std::stoull(seed)));
+      weights_ = digest.get_future().share();
     } else {
       LINGBOT_CHECK_ARG(!o.model.empty(), "no model given (a checkpoint path or synthetic:SEED)");
       tensors_ = load_checkpoint(o.model);
       config_ = o.arch.empty() ? ModelConfig::infer(tensors_) : ModelConfig::preset(o.arch);
       loader = std::make_unique<WeightLoader>(tensors_, *backend_, o.model);
+      // The digest reads every byte of the weights once: beside the upload, not before it; a
+      // save or resume waits for it. The thread holds the tensors (the file mapping) until then.
+      weights_ = std::async(std::launch::async, [tensors = tensors_] {
+                   return weights_digest(tensors);
+                 }).share();
     }
     resolve_precision(o.precision, is_cuda_device(o.device), backend_->reads_fp8_kv(), config_);
     model_ = std::make_unique<Model>(*backend_, *loader, config_);
@@ -67,7 +80,12 @@ class EngineImpl final : public Engine {
   size_t device_memory_free() const override { return backend_->device_memory_free(); }
 
   std::unique_ptr<Session> start(const StreamOptions& options) override {
-    return std::make_unique<StreamSession>(*model_, *scheduler_, options);
+    return std::make_unique<StreamSession>(*model_, *scheduler_, options, weights_);
+  }
+
+  std::unique_ptr<Session> resume(const std::string& path, const ResumeOptions& options) override {
+    const SessionSnapshot snap = read_snapshot(path);
+    return StreamSession::resume(*model_, *scheduler_, weights_, snap, options, path);
   }
 
  private:
@@ -77,9 +95,65 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<StepScheduler> scheduler_;  // batches the sessions' steps
   size_t parameters_ = 0;
+  std::shared_future<std::string> weights_;  // the weights' digest, for snapshots
 };
 
 }  // namespace
+
+void Session::save(const std::string&) {
+  throw Error("this session cannot be saved");
+}
+
+std::vector<FrameResult> Session::trajectory() const {
+  return {};
+}
+
+std::unique_ptr<Session> Engine::resume(const std::string&, const ResumeOptions&) {
+  throw Error("this engine cannot resume sessions");
+}
+
+bool is_session_snapshot(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char len[8];
+  if (!in.read(reinterpret_cast<char*>(len), 8)) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  // The format is named in __metadata__, written first; a few KB hold it.
+  std::string header(static_cast<size_t>(std::min<uint64_t>(n, 1 << 16)), '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  header.resize(static_cast<size_t>(in.gcount()));
+  return header.find(std::string("\"") + kSnapshotFormat + "\"") != std::string::npos;
+}
+
+SnapshotInfo read_snapshot_info(const std::string& path) {
+  const SessionSnapshot snap = read_snapshot(path);
+  const SnapshotState& s = snap.state;
+  SnapshotInfo info;
+  info.version = kSnapshotVersion;
+  info.arch = s.model.arch;
+  info.compute = s.model.compute;
+  info.kv_cache = s.model.kv_cache;
+  info.weights = s.model.weights;
+  info.dim = s.model.dim;
+  info.depth = s.model.depth;
+  info.heads = s.model.heads;
+  info.options = s.options;
+  info.height = s.height;
+  info.width = s.width;
+  info.frames = s.next_index;
+  info.stored_frames = s.stored_frames;
+  info.scale_frames = static_cast<int64_t>(s.pages.scale.size());
+  info.window_frames = static_cast<int64_t>(s.pages.live.size());
+  info.special_frames = s.stream_rows / (s.options.camera_only ? 1 : 6);
+  info.pending_frames = s.pending;
+  info.trajectory = s.trajectory;
+  info.bytes = snap.bytes;
+  for (const auto& [name, t] : snap.tensors) {
+    if (name.rfind("kv.", 0) == 0) info.kv_bytes += t.nbytes();
+    if (name.rfind("camera.", 0) == 0) info.camera_bytes += t.nbytes();
+  }
+  return info;
+}
 
 std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   return std::make_unique<EngineImpl>(options);

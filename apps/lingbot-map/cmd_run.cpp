@@ -47,6 +47,7 @@ struct RunArgs {
   SkyMaskOptions sky;
   bool loop_closure = false;
   LoopOptions loop;
+  std::string save_session, resume, resume_mode = "continue";
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -149,13 +150,23 @@ int run(const RunArgs& a) {
                     "was not found when it was configured)");
   LINGBOT_CHECK(!(windowed && input->live()),
                 "--mode windowed needs a folder or a video file, not a live source");
+  LINGBOT_CHECK_ARG(!windowed || (a.resume.empty() && a.save_session.empty()),
+                    "--resume and --save-session need --mode streaming (windowed runs start a "
+                    "new session in every window)");
+  LINGBOT_CHECK_ARG(a.resume_mode == "continue" || a.resume_mode == "relocalize",
+                    "unknown --resume-mode '" + a.resume_mode + "' (continue or relocalize)");
+  // A saved session brings its own stream options, and its frames count toward the caches; a
+  // file that is not a whole snapshot fails here, before the model loads.
+  std::optional<SnapshotInfo> saved;
+  if (!a.resume.empty()) saved = read_snapshot_info(a.resume);
   // Live sources have no length: the estimate covers the frames the caches keep for good.
   const int64_t frames =
-      input->count() > 0 ? input->count() : int64_t{a.stream.scale_frames} + a.stream.window;
+      (input->count() > 0 ? input->count() : int64_t{a.stream.scale_frames} + a.stream.window) +
+      (saved ? saved->frames : 0);
   RunOptions o{.out_dir = a.out, .cache_stats_path = a.cache_stats};
   o.exports = export_options(a.exports, {});
   const int64_t keep_recent = in.keep_recent;
-  StreamOptions stream = a.stream;
+  StreamOptions stream = saved ? saved->options : a.stream;
   // The model was trained with video RoPE over 320 views; longer videos keep about that many
   // keyframes, as the reference demo does.
   if (stream.keyframe_interval == 0) stream.keyframe_interval = auto_keyframe_interval(frames);
@@ -260,6 +271,9 @@ int run(const RunArgs& a) {
   if (pre) check_fits(*pre, a, *engine);
   o.stream = stream;
   if (a.loop_closure) o.loop = a.loop;
+  o.resume = a.resume;
+  o.relocalize = a.resume_mode == "relocalize";
+  o.save_session = a.save_session;
   if (windowed) {
     o.windowed = windowed_options(a);
     o.log = [&](const char* line) {
@@ -281,6 +295,21 @@ int run(const RunArgs& a) {
                 static_cast<long long>(r.dropped));
   if (!o.exports.formats.empty())
     std::printf("exports in %s/: %s\n", a.out.c_str(), join(o.exports.formats).c_str());
+  if (r.resumed_frames > 0)
+    std::printf(
+        "%s %s (%lld saved frames, read in %.3f s): frames %lld to %lld placed "
+        "against its map\n",
+        r.relocalized ? "relocalized in" : "continued", a.resume.c_str(),
+        static_cast<long long>(r.resumed_frames), r.resume_seconds,
+        static_cast<long long>(r.relocalized ? 0 : r.resumed_frames),
+        static_cast<long long>((r.relocalized ? 0 : r.resumed_frames) + r.frames - 1));
+  if (!r.saved_session.empty()) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(r.saved_session, ec);
+    std::printf("session saved to %s (%lld frames, %.2f MB, %.3f s)\n", r.saved_session.c_str(),
+                static_cast<long long>(r.resumed_frames + r.frames), ec ? 0.0 : bytes / 1e6,
+                r.save_seconds);
+  }
   if (o.sky_mask) {
     const SkyMasker::Counts c = o.sky_mask->counts();
     std::printf("sky masks: %lld computed, %lld reused%s%s\n", static_cast<long long>(c.computed),
@@ -382,6 +411,16 @@ void add_run(CLI::App& app) {
   sub->add_option("--sky-mask-visualization-dir", a->sky.visualization_dir,
                   "write frame | mask | sky tinted red, side by side, one PNG per frame");
   sub->add_option("--out", a->out, "output folder")->required();
+  sub->add_option("--save-session", a->save_session,
+                  "save the session here after the last frame (also on Ctrl-C or SIGTERM), for "
+                  "--resume");
+  sub->add_option("--resume", a->resume,
+                  "continue a session saved by --save-session: the frames are placed in its map "
+                  "(its stream options apply)");
+  sub->add_option("--resume-mode", a->resume_mode,
+                  "continue (number on, the saved cameras begin tum/kitti/json) or relocalize "
+                  "(the saved map as context only; frames numbered from 0)")
+      ->capture_default_str();
   sub->add_flag("--overwrite", a->overwrite,
                 "replace the results of an earlier run in --out (only the files runs write)");
   sub->add_option("--cache-stats", a->cache_stats,

@@ -234,6 +234,10 @@ nlohmann::json run_record(const Engine& engine, const EngineOptions& options, co
   if (run.windowed)
     j["windowed"] = {{"window_size", run.windowed->window_size},
                      {"overlap", run.windowed->overlap}};
+  // A resumed run's frames stand on the saved session's: which one, and how it went on.
+  if (!run.resume.empty())
+    j["resumed"] = {{"session", run.resume}, {"mode", run.relocalize ? "relocalize" : "continue"}};
+  if (!run.save_session.empty()) j["save_session"] = run.save_session;
   return j;
 }
 
@@ -245,6 +249,7 @@ void write_run_record(const std::string& dir, nlohmann::json record, const RunRe
     record["seconds"] = report->seconds;
     record["frames_per_second"] = report->fps();
     record["stopped"] = report->stopped;
+    if (report->resumed_frames > 0) record["resumed"]["saved_frames"] = report->resumed_frames;
   }
   // Replaced whole: a reader never sees half a file.
   const std::string path = dir + "/run.json", tmp = path + ".tmp";

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,38 @@ struct ModelInfo {
   std::string compute, kv_cache;
 };
 
+// What a session snapshot (Session::save) holds, read from its header alone (`inspect`).
+struct SnapshotInfo {
+  int version = 0;
+  // The model it was made with: resume needs the same architecture, precision and weights.
+  std::string arch, compute, kv_cache, weights;
+  int64_t dim = 0, depth = 0, heads = 0;
+  StreamOptions options;          // the saved session's
+  int64_t height = 0, width = 0;  // model input; 0 before its first frame
+  int64_t frames = 0;             // frames pushed before the save: the next frame's index
+  int64_t stored_frames = 0;      // kept by the KV cache (scale frames and keyframes)
+  int64_t scale_frames = 0;       // in the cache's scale pages
+  int64_t window_frames = 0;      // in its sliding window
+  int64_t special_frames = 0;     // evicted frames whose special tokens are still attended to
+  int64_t pending_frames = 0;     // scale-block frames pushed but not yet run
+  int64_t trajectory = 0;         // delivered frames whose cameras it holds
+  size_t bytes = 0;               // the file
+  size_t kv_bytes = 0;            // of it the global layers' KV cache, special stream included
+  size_t camera_bytes = 0;        // and the camera head's cache
+};
+// Reads and checks a snapshot's header and tensor table; throws Error for a file that is not a
+// whole snapshot of a version this build reads.
+SnapshotInfo read_snapshot_info(const std::string& path);
+// Whether the file's header names the snapshot format (whole or not): `inspect` tells snapshots
+// from checkpoints by it. False for anything else, a missing file included.
+bool is_session_snapshot(const std::string& path);
+
+// How Engine::resume continues a saved session. Everything that shapes the saved state (the
+// stream options) is the saved session's; only what adds to the results may change.
+struct ResumeOptions {
+  std::optional<bool> descriptors;  // StreamOptions::descriptors from now on; unset: as saved
+};
+
 class Session {
  public:
   using Callback = std::function<void(const FrameResult&)>;
@@ -133,6 +166,19 @@ class Session {
   virtual void reset() = 0;  // start a new sequence; results not yet delivered are dropped
   // The caches after the last frame; called from a result callback, after that result's frame.
   virtual CacheStats cache_stats() const = 0;
+
+  // Writes the whole sequence to `path` (Engine::resume continues it): the KV cache's scale
+  // and window pages and special-token stream in their stored dtype, the camera head's caches,
+  // the keyframe state, the frame counters (and so the RoPE positions), frames buffered for the
+  // scale block, the stream options, the trajectory, and the model's identity. One safetensors
+  // file, written beside `path` and renamed over it once complete: `path` is never a part. At a
+  // frame boundary: a step still on the device is waited for, and its results are delivered as
+  // they would have been (at the next push, finish or flush). Throws Error when it cannot write.
+  virtual void save(const std::string& path);
+  // The camera of every frame delivered in this sequence so far, in order, without maps
+  // (index, keyframe, scale_frame, pose_enc, c2w, w2c, intrinsics, height, width); a resumed
+  // session's begins with the saved ones. 48 bytes a frame.
+  virtual std::vector<FrameResult> trajectory() const;
 };
 
 class Engine {
@@ -145,6 +191,13 @@ class Engine {
   // Device memory still free (GPU backends, after the weights are loaded); 0 = unknown (CPU).
   virtual size_t device_memory_free() const = 0;
   virtual std::unique_ptr<Session> start(const StreamOptions& options) = 0;
+  // A session continuing the one saved at `path` (Session::save): the frames pushed next get
+  // the results they would have got in the saved session, bit for bit on the CPU, and their
+  // indices continue its. Throws Error, saying which, for a file that is missing, truncated,
+  // damaged, of another format version, or made with another architecture, precision or
+  // weights (the digest of the weights is computed once as the engine loads them).
+  virtual std::unique_ptr<Session> resume(const std::string& path,
+                                          const ResumeOptions& options = {});
 };
 
 }  // namespace lingbot

@@ -122,6 +122,9 @@ struct ExportOptions {
   FrameNamer name;  // empty = default_frame_name
   // Seconds of frame `index` for the TUM trajectory (a video's clock); empty = the index.
   std::function<double(int64_t)> timestamp;
+  // Cameras of frames before this run's (a continued session's, without maps): the camera-only
+  // exports (tum, kitti, json) begin with them.
+  std::vector<FrameResult> history;
 };
 
 // "tum,kitti,json,depth,depth_f32,ply,glb,images,colmap,nerfstudio", "all" or "none" (or empty);

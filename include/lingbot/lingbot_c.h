@@ -137,6 +137,19 @@ lingbot_status lingbot_session_reset(lingbot_session* session);
 /* NULL is accepted. */
 lingbot_status lingbot_session_free(lingbot_session* session);
 
+/* Writes the whole sequence to the file `path` (lingbot::Session::save): its caches in their
+ * stored precision, counters, options, trajectory and the model's identity. The file is written
+ * beside `path` and renamed over it once complete. A step still on the device is waited for; its
+ * results come at the next push, flush or finish, as they would have. */
+lingbot_status lingbot_session_save(lingbot_session* session, const char* path);
+/* A new session continuing the one saved at `path` (lingbot::Engine::resume): frames pushed to it
+ * get the results they would have got in the saved session, and their indices continue its.
+ * LINGBOT_ERROR_FAILED, with the reason in lingbot_last_error(), for a file that is missing,
+ * damaged, truncated or made with another model, architecture or precision. *out is the new
+ * session, or NULL on failure. */
+lingbot_status lingbot_session_resume(lingbot_engine* engine, const char* path,
+                                      lingbot_session** out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,6 +72,18 @@ struct RunOptions {
   std::optional<LoopOptions> loop;
   // Each accepted loop as it is found, on the detector's thread.
   std::function<void(const LoopClosure&)> on_loop;
+  // Streaming only. Set: the run continues the session saved in this file (Engine::resume)
+  // instead of starting one: its frames are placed against the saved map, in its coordinate
+  // frame; `stream` is then the saved session's (only its descriptors follow `loop`).
+  std::string resume;
+  // With `resume`: false (continue) numbers the frames on from the saved ones and begins the
+  // camera-only exports (tum, kitti, json) with the saved frames' cameras, so that they hold the
+  // whole sequence; true (relocalize) numbers them from 0 and writes none of the saved
+  // trajectory: the saved scale frames and window are context only.
+  bool relocalize = false;
+  // Set: the session is saved here (Session::save) after the last frame, also when `stop` ended
+  // the input: a later run can resume it.
+  std::string save_session;
 };
 
 // Where the time went. The device thread's wall time splits into device (its steps), waiting
@@ -105,6 +117,13 @@ struct RunReport {
   bool loop_detection = false;
   LoopStats loop_stats;
   std::vector<LoopClosure> loops;
+  // RunOptions::resume: the frames of the saved session, and whether the run relocalized (its
+  // frames, all placed against the saved map, then numbered from 0) or continued it.
+  int64_t resumed_frames = 0;
+  bool relocalized = false;
+  std::string saved_session;  // RunOptions::save_session, once written
+  // Seconds to read and rebuild the resumed session, and to write the saved one.
+  double resume_seconds = 0, save_seconds = 0;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 

@@ -72,6 +72,11 @@ class Session:
         keys), stored_frames, special_frames, layers, byte counts."""
     def get_cache_stats(self) -> dict[str, int]:
         """cache_stats(), under the reference's name."""
+    def save(self, path: PathLike) -> None:
+        """Writes the whole sequence to a file that Engine.resume continues exactly."""
+    def trajectory(self) -> list[FrameResult]:
+        """The cameras of every frame returned so far (a resumed session's begin with the
+        saved ones), without depth maps."""
 
 class Engine:
     """A loaded LingBot-Map model."""
@@ -83,6 +88,9 @@ class Engine:
               camera_only: bool = False, include_scale_frames: bool = True,
               flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30,
               max_special_frames: int = 0) -> Session: ...
+    def resume(self, path: PathLike) -> Session:
+        """A session continuing the one Session.save wrote; RuntimeError for a damaged,
+        truncated or foreign file, FileNotFoundError for a missing one."""
     def inference_streaming(self, images: npt.ArrayLike, num_scale_frames: Optional[int] = None,
                             keyframe_interval: int = 1, output_device: object = None,
                             flow_threshold: float = 0.0, max_non_keyframe_gap: int = 30, *,

@@ -146,7 +146,35 @@ void bind_engine(py::module_& m) {
            "included), scale_pages, live_pages, free_pages, special_tokens (the reference's\n"
            "get_cache_stats), then stored_frames (= frame_count), special_frames, layers and\n"
            "byte counts.")
-      .def("get_cache_stats", &session_stats, "The reference's name for cache_stats().");
+      .def("get_cache_stats", &session_stats, "The reference's name for cache_stats().")
+      .def(
+          "save",
+          [](PySession& s, const py::handle& path) {
+            const std::string p = path_arg(path, "save: path");
+            py::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.busy);
+            s.session->save(p);
+          },
+          py::arg("path"),
+          "Writes the whole sequence to a file (a safetensors container) that Engine.resume\n"
+          "continues exactly: caches in their stored precision, counters, options, trajectory\n"
+          "and the model's identity. Written beside the path and renamed over it when complete.")
+      .def(
+          "trajectory",
+          [](PySession& s) {
+            std::vector<FrameResult> t;
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> lock(s.busy);
+              t = s.session->trajectory();
+            }
+            py::list out;
+            for (FrameResult& r : t)
+              out.append(py::cast(std::make_shared<FrameResult>(std::move(r))));
+            return out;
+          },
+          "The cameras of every frame returned so far (a resumed session's begin with the saved\n"
+          "ones) as FrameResults without depth maps.");
 
   py::class_<PyEngine, std::shared_ptr<PyEngine>>(
       m, "Engine", "A loaded LingBot-Map model; sessions stream frames through it.")
@@ -193,6 +221,21 @@ void bind_engine(py::module_& m) {
           "cached frames; keyframe_interval: frames between cached keyframes; flow_threshold > 0:\n"
           "adaptive keyframes (pixels of motion); max_special_frames > 0 bounds memory on "
           "endless streams.")
+      .def(
+          "resume",
+          [](const std::shared_ptr<PyEngine>& e, const py::handle& path) {
+            const std::string p = path_arg(path, "resume: path");
+            auto s = std::make_shared<PySession>();
+            s->engine = e;
+            py::gil_scoped_release release;
+            s->session = e->engine->resume(p);
+            return s;
+          },
+          py::arg("path"),
+          "A session continuing the one Session.save wrote: the frames pushed next get the\n"
+          "results they would have got before the save, and their indices continue. Raises\n"
+          "RuntimeError for a damaged, truncated or foreign file (another model, architecture\n"
+          "or precision), FileNotFoundError for a missing one.")
       .def(
           "get_cache_stats", [](const PyEngine& e) { return stats_dict(e.last_stats); },
           "The caches as the last inference_streaming left them (the reference's\n"

@@ -225,4 +225,23 @@ lingbot_status lingbot_session_free(lingbot_session* session) {
   return guarded("lingbot_session_free", [&] { delete session; });
 }
 
+lingbot_status lingbot_session_save(lingbot_session* session, const char* path) {
+  if (!session) return invalid("lingbot_session_save", "session is NULL");
+  if (!path || !*path) return invalid("lingbot_session_save", "path is NULL or empty");
+  return guarded("lingbot_session_save", [&] { session->session->save(path); });
+}
+
+lingbot_status lingbot_session_resume(lingbot_engine* engine, const char* path,
+                                      lingbot_session** out) {
+  if (!out) return invalid("lingbot_session_resume", "out is NULL");
+  *out = nullptr;
+  if (!engine) return invalid("lingbot_session_resume", "engine is NULL");
+  if (!path || !*path) return invalid("lingbot_session_resume", "path is NULL or empty");
+  return guarded("lingbot_session_resume", [&] {
+    auto s = std::make_unique<lingbot_session>();
+    s->session = engine->engine->resume(path);
+    *out = s.release();
+  });
+}
+
 }  // extern "C"

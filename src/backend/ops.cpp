@@ -69,6 +69,14 @@ void Backend::download_into(const Tensor& t, float* host) {
   if (h.numel()) std::memcpy(host, h.f32(), static_cast<size_t>(h.numel()) * sizeof(float));
 }
 
+void Backend::read_bytes(const void* src, void* host, size_t bytes) {
+  if (bytes) std::memcpy(host, src, bytes);
+}
+
+void Backend::write_bytes(const void* host, void* dst, size_t bytes) {
+  if (bytes) std::memcpy(dst, host, bytes);
+}
+
 void Backend::attention_planned(const Tensor& q, int list, float scale, Tensor& out) {
   LINGBOT_CHECK(list >= 0 && list < static_cast<int>(planned_.size()),
                 "attention_planned: list " + std::to_string(list) + " is not in the plan");

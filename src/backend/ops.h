@@ -114,6 +114,11 @@ class Backend {
   virtual void allow_fast_convolutions(bool on) {}
   // Copies t (any dtype) into host memory as F32: t.numel() floats at `host`.
   virtual void download_into(const Tensor& t, float* host);
+  // Bytes as they are between this backend's memory and the host, waiting for the work queued
+  // before (a session snapshot moves its caches in their stored dtype, e4m3 and bf16 included,
+  // with no conversion to round). Outside a step only. The CPU's memory is the host's.
+  virtual void read_bytes(const void* src, void* host, size_t bytes);
+  virtual void write_bytes(const void* host, void* dst, size_t bytes);
 
   // Pipelining: work is queued, and the host waits only for what it needs. alloc_host gives host
   // memory the device can copy into while it computes (pinned on CUDA); download_async queues a

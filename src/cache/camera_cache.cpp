@@ -102,6 +102,26 @@ void CameraCache::rollback_last_frame() {
   truncate(rows() - 1);
 }
 
+CameraCache::Layout CameraCache::layout() const {
+  const Slot& first = slots_.front();
+  Layout l{first.rows(), first.pinned ? first.pinned->rows() : 0, first.rest.head()};
+  for (const Slot& s : slots_)
+    LINGBOT_CHECK(s.rows() == l.rows && (s.pinned ? s.pinned->rows() : 0) == l.pinned &&
+                      s.rest.head() == l.rest_head,
+                  "CameraCache: the slots differ (a snapshot between steps only)");
+  return l;
+}
+
+void CameraCache::restore(const Layout& l) {
+  const bool pins = limit_.recent > 0 && limit_.pinned > 0;
+  LINGBOT_CHECK(l.rows >= 0 && l.pinned == (pins ? std::min(l.rows, limit_.pinned) : 0),
+                "CameraCache: the saved rows do not fit this cache's limit");
+  LINGBOT_CHECK(limit_.recent == 0 || l.rows - l.pinned <= limit_.recent + 1,
+                "CameraCache: more saved rows than the limit keeps");
+  truncate(0);
+  for (Slot& s : slots_) s.rest.restart_at(l.rest_head);
+}
+
 size_t CameraCache::bytes_in_use() const {
   size_t n = 0;
   for (const Slot& s : slots_)

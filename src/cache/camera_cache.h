@@ -58,6 +58,21 @@ class CameraCache {
   // Empties every slot (clean_kv_cache); chunks stay allocated for reuse.
   void reset() { truncate(0); }
 
+  // A session snapshot's view (stream/session_snapshot.cpp). Every slot holds the same rows
+  // between steps, laid out alike: the pinned part filled first, the rest from its head.
+  struct Layout {
+    int64_t rows = 0, pinned = 0;  // frames held, of them in the pinned part
+    int64_t rest_head = 0;         // KVStream::head of the rest
+  };
+  Layout layout() const;
+  // Empties every slot and lays them out as saved; the caller then reserves the rows in each
+  // slot (reserve) and writes them. Throws when the layout does not fit this cache's limit.
+  void restore(const Layout& layout);
+  size_t row_bytes() const { return static_cast<size_t>(heads_ * head_dim_) * dtype_size(dtype_); }
+  int64_t heads() const { return heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  int64_t chunk_frames() const { return chunk_frames_; }
+
   size_t bytes_in_use() const;
   size_t bytes_reserved() const;
 

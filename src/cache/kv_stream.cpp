@@ -76,6 +76,12 @@ void KVStream::clear() {
   head_ = 0;
 }
 
+void KVStream::restart_at(int64_t head) {
+  LINGBOT_CHECK(head >= 0 && head < chunk_rows_, "KVStream::restart_at outside a chunk");
+  clear();
+  head_ = head;
+}
+
 void KVStream::segments(std::vector<KVSegment>& out) const {
   const size_t rb = row_bytes();
   for (int64_t pos = head_; pos < head_ + rows_;) {

@@ -39,6 +39,12 @@ class KVStream {
   void clear();
 
   int64_t rows() const { return rows_; }  // rows held (appended, minus truncated and dropped)
+  // Where the oldest row lies within its chunk: a snapshot restores it (restart_at) so that the
+  // rows split into the same segments as before, and attention sums them in the same order.
+  int64_t head() const { return head_; }
+  int64_t chunk_rows() const { return chunk_rows_; }
+  // Empties the stream and places its next row at `head` (< chunk_rows) of its first chunk.
+  void restart_at(int64_t head);
   // Appends segments covering the rows held, oldest first, to `out`.
   void segments(std::vector<KVSegment>& out) const;
 

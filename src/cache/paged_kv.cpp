@@ -180,6 +180,47 @@ KVCacheStats PagedKVCache::stats() const {
   return s;
 }
 
+PagedKVCache::Layout PagedKVCache::layout() const {
+  LINGBOT_CHECK(pending_.empty(), "KV cache: a snapshot between steps only");
+  Layout l;
+  l.scale.assign(scale_.begin(), scale_.end());
+  l.live.assign(live_.begin(), live_.end());
+  l.free = free_;
+  l.stored_frames = stored_frames_;
+  l.calibrated = calibrated_;
+  l.stream_head = streams_[0].head();
+  return l;
+}
+
+void PagedKVCache::restore(const Layout& l) {
+  reset();
+  const int64_t pages = pool_pages(cfg_);
+  const int64_t scale_cap = cfg_.include_scale_frames ? cfg_.scale_frames : 0;
+  LINGBOT_CHECK(static_cast<int64_t>(l.scale.size()) <= scale_cap &&
+                    static_cast<int64_t>(l.live.size()) <= cfg_.window,
+                "KV cache: the saved pages exceed the scale frames or the window");
+  LINGBOT_CHECK(static_cast<int64_t>(l.scale.size() + l.live.size() + l.free.size()) == pages,
+                "KV cache: the saved pages do not make up the pool of " + std::to_string(pages));
+  std::vector<bool> seen(static_cast<size_t>(pages), false);
+  for (const auto* list : {&l.scale, &l.live, &l.free})
+    for (int32_t p : *list) {
+      LINGBOT_CHECK(p >= 0 && p < pages && !seen[p],
+                    "KV cache: a saved page list repeats a page "
+                    "or names one outside the pool");
+      seen[p] = true;
+    }
+  LINGBOT_CHECK(l.calibrated.size() == scales_.size(),
+                "KV cache: the saved scales are not those of this storage dtype");
+  LINGBOT_CHECK(l.stored_frames >= static_cast<int64_t>(l.scale.size() + l.live.size()),
+                "KV cache: fewer stored frames than pages in use");
+  scale_.assign(l.scale.begin(), l.scale.end());
+  live_.assign(l.live.begin(), l.live.end());
+  free_ = l.free;
+  calibrated_ = l.calibrated;
+  stored_frames_ = l.stored_frames;
+  for (auto& s : streams_) s.restart_at(l.stream_head);
+}
+
 size_t PagedKVCache::bytes_for(const KVCacheConfig& c, int64_t frames) {
   const size_t row = static_cast<size_t>(c.heads * c.head_dim) * dtype_size(c.dtype) * 2;  // K+V
   const size_t pool = static_cast<size_t>(pool_pages(c) * c.tokens_per_frame) * row;

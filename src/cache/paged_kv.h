@@ -84,6 +84,30 @@ class PagedKVCache {
 
   KVCacheStats stats() const;
 
+  // A session snapshot's view (stream/session_snapshot.cpp): which pages hold which frames, and
+  // where their bytes are. Between steps only.
+  struct Layout {
+    std::vector<int32_t> scale, live, free;  // pages in use, oldest first; the free list's order
+    int64_t stored_frames = 0;
+    std::vector<bool> calibrated;  // e4m3 storage: each layer's scales are set
+    int64_t stream_head = 0;       // KVStream::head of every layer's special stream
+  };
+  Layout layout() const;
+  void* page_k(int64_t layer, int32_t page) const { return page_ptr(k_pool_.at(layer), page); }
+  void* page_v(int64_t layer, int32_t page) const { return page_ptr(v_pool_.at(layer), page); }
+  size_t page_size() const { return page_bytes(); }  // one page of K (or V), one layer
+  KVStream& stream(int64_t layer) { return streams_.at(layer); }
+  const KVStream& stream(int64_t layer) const { return streams_.at(layer); }
+  // e4m3 storage: the layer's [2, heads] K and V scales; null otherwise.
+  const Tensor* fp8_scales(int64_t layer) const {
+    return scales_.empty() ? nullptr : &scales_.at(layer);
+  }
+  // Puts a saved layout into this cache, emptied first: the page lists and counters as they
+  // were, every stream empty from its saved head. The caller then writes the pages' bytes, grows
+  // the streams by their rows and writes those, and sets the scales. Throws on a layout that
+  // does not fit this cache's pool (the pages must be each of 0 .. pool-1 exactly once).
+  void restore(const Layout& layout);
+
   // Bytes all layers need to hold `frames` stored frames (pool + special stream, the stream's
   // cap included), for preflight.
   static size_t bytes_for(const KVCacheConfig& config, int64_t frames);

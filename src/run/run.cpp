@@ -74,7 +74,11 @@ void write_cache_stats(std::ofstream& out, const FrameResult& r, const CacheStat
 // statistics, the output threads (the predictions file among them) and the caller's callback.
 class Delivery {
  public:
-  Delivery(FrameSource& source, const RunOptions& o, RunReport& report) : o_(o), report_(report) {
+  // `base`: the index of the run's first frame (a continued session's saved frames come
+  // first); `history`: the saved frames' cameras, for the camera-only exports.
+  Delivery(FrameSource& source, const RunOptions& o, RunReport& report, int64_t base = 0,
+           std::vector<FrameResult> history = {})
+      : o_(o), report_(report) {
     std::vector<std::shared_ptr<ResultSink>> sinks = o.sinks;
     if (!o.out_dir.empty()) {
       sinks::make_folder(o.out_dir);
@@ -89,6 +93,19 @@ class Delivery {
     if (ex.out_dir.empty()) ex.out_dir = o.out_dir;
     if (!ex.name) ex.name = source.names();
     if (!ex.timestamp) ex.timestamp = source.timestamps();
+    if (base > 0) {
+      // The source counts its own frames from 0: frame base + i is its frame i; the saved
+      // frames keep their default names and their indices as times.
+      if (ex.name)
+        ex.name = [name = ex.name, base](int64_t i) {
+          return i >= base ? name(i - base) : default_frame_name(i);
+        };
+      if (ex.timestamp)
+        ex.timestamp = [time = ex.timestamp, base](int64_t i) {
+          return i >= base ? time(i - base) : static_cast<double>(i);
+        };
+      ex.history = std::move(history);
+    }
     names_ = ex.name ? ex.name : FrameNamer(default_frame_name);
     LINGBOT_CHECK(ex.formats.empty() || !ex.out_dir.empty(), "exports need an output folder");
     for (auto& s : make_sinks(ex)) sinks.push_back(std::move(s));
@@ -167,9 +184,12 @@ class Delivery {
 };
 
 // Streaming: frames from the prefetch, one push each, results through the delivery.
+// `resumed`: the session continued from RunOptions::resume (null: a new one), `base` the index
+// of its next frame.
 std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions& o,
-                          Delivery& delivery, RunReport& report) {
-  StreamOptions options = o.stream;
+                          Delivery& delivery, RunReport& report, std::unique_ptr<Session> resumed,
+                          int64_t base, const StreamOptions& resumed_options) {
+  StreamOptions options = resumed ? resumed_options : o.stream;
   if (options.keyframe_interval == 0)
     options.keyframe_interval = source.live() ? 1 : auto_keyframe_interval(source.count());
   const int threads =
@@ -188,7 +208,9 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     loops = std::make_unique<LoopDetector>(lo, o.on_loop);
   }
   const bool keep_frames = delivery.wants_frames() || loops;
-  auto session = engine.start(options);
+  std::unique_ptr<Session> session = resumed ? std::move(resumed) : engine.start(options);
+  // Relocalizing numbers the frames from 0 again: the outputs hold a run of their own.
+  const int64_t shift = o.relocalize ? base : 0;
   // Frames wait here for their results, which arrive up to a scale block later.
   std::map<int64_t, std::pair<std::shared_ptr<const Tensor>, Clock::time_point>> waiting;
   // Latency and the time between results, over the frames after the scale block and over those
@@ -206,16 +228,22 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     }
   } streaming, steady;
   Clock::time_point last_result;
-  auto on_result = [&](const FrameResult& r) {
+  auto on_result = [&](const FrameResult& result) {
+    std::optional<FrameResult> shifted;
+    if (shift) {
+      shifted = result;
+      shifted->index -= shift;
+    }
+    const FrameResult& r = shifted ? *shifted : result;
     const CacheStats stats = session->cache_stats();
     const auto now = Clock::now();
     auto it = waiting.find(r.index);
     std::shared_ptr<const Tensor> frame;
     if (it != waiting.end()) {
-      if (r.index >= options.scale_frames) {
+      if (result.index >= options.scale_frames) {
         const double latency = std::chrono::duration<double>(now - it->second.second).count();
         std::optional<double> gap;  // from the previous result, itself after the scale block
-        if (r.index > options.scale_frames)
+        if (result.index > std::max<int64_t>(options.scale_frames, base))
           gap = std::chrono::duration<double>(now - last_result).count();
         streaming.add(latency, gap);
         if (stats.stored_frames >= options.scale_frames + options.window) steady.add(latency, gap);
@@ -247,21 +275,28 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     if (!frame) break;
     auto shared = std::make_shared<const Tensor>(std::move(*frame));
     const auto t1 = Clock::now();
-    if (pushed == options.scale_frames) streaming_start = t1;
-    waiting.emplace(pushed, std::make_pair(keep_frames ? shared : nullptr, t1));
+    if (base + pushed == std::max<int64_t>(options.scale_frames, base)) streaming_start = t1;
+    waiting.emplace(base - shift + pushed, std::make_pair(keep_frames ? shared : nullptr, t1));
     session->push(*shared, on_result);
     report.device += since(t1) - delivery.take_callback_seconds();
   }
   const auto t1 = Clock::now();
   session->finish(on_result);
   report.device += since(t1) - delivery.take_callback_seconds();
+  // After the last complete frame, also when `stop` (Ctrl-C) ended the input.
+  if (!o.save_session.empty()) {
+    const auto t2 = Clock::now();
+    session->save(o.save_session);
+    report.save_seconds = since(t2);
+    report.saved_session = o.save_session;
+  }
   if (loops) {
     loops->finish();
     report.loop_detection = true;
     report.loop_stats = loops->stats();
     report.loops = loops->loops();
   }
-  const int64_t streamed = report.frames - options.scale_frames;
+  const int64_t streamed = report.frames - std::max<int64_t>(options.scale_frames - base, 0);
   if (streamed > 0 && streaming_start != Clock::time_point{})
     report.streaming_fps = streamed / since(streaming_start);
   const Pace& p = steady.latency.count() > 0 ? steady : streaming;
@@ -319,12 +354,35 @@ std::string ms(double seconds, int64_t frames) {
 
 RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
   LINGBOT_CHECK_ARG(!(o.loop && o.windowed), "loop detection runs in streaming mode only");
+  LINGBOT_CHECK_ARG(o.resume.empty() || !o.windowed,
+                    "a saved session is resumed in streaming mode only");
+  LINGBOT_CHECK_ARG(o.save_session.empty() || !o.windowed,
+                    "windowed runs cannot be saved as a session: each window starts a new one");
   RunReport report;
   const auto t0 = Clock::now();
-  Delivery delivery(source, o, report);
+  // A resumed session first: its saved frames decide how the outputs number the new ones.
+  std::unique_ptr<Session> resumed;
+  int64_t base = 0;
+  StreamOptions resumed_options;
+  std::vector<FrameResult> history;
+  if (!o.resume.empty()) {
+    const SnapshotInfo info = read_snapshot_info(o.resume);
+    ResumeOptions ro;
+    if (o.loop) ro.descriptors = true;
+    const auto t1 = Clock::now();
+    resumed = engine.resume(o.resume, ro);
+    report.resume_seconds = since(t1);
+    base = info.frames;
+    resumed_options = info.options;
+    report.resumed_frames = base;
+    report.relocalized = o.relocalize;
+    if (!o.relocalize) history = resumed->trajectory();
+  }
+  Delivery delivery(source, o, report, o.relocalize ? 0 : base, std::move(history));
   const std::string input_error = o.windowed
                                       ? run_windowed_mode(engine, source, o, delivery, report)
-                                      : run_streaming(engine, source, o, delivery, report);
+                                      : run_streaming(engine, source, o, delivery, report,
+                                                      std::move(resumed), base, resumed_options);
   delivery.finish(input_error);
   report.seconds = since(t0);
   report.dropped = source.dropped();
@@ -387,6 +445,18 @@ std::string describe(const RunReport& r) {
     s += ")";
   }
   for (const std::string& note : r.notes) s += "\n" + note;
+  if (r.resumed_frames > 0 && r.frames > 0) {
+    const int64_t first = r.relocalized ? 0 : r.resumed_frames;
+    std::snprintf(line, sizeof line,
+                  "\n%s a saved session of %lld frames: frames %lld to %lld placed against its "
+                  "map%s",
+                  r.relocalized ? "relocalized in" : "continued",
+                  static_cast<long long>(r.resumed_frames), static_cast<long long>(first),
+                  static_cast<long long>(first + r.frames - 1),
+                  r.relocalized ? " (its trajectory is not in the outputs)" : "");
+    s += line;
+  }
+  if (!r.saved_session.empty()) s += "\nsession saved to " + r.saved_session;
   if (r.loop_detection) {
     const LoopStats& l = r.loop_stats;
     std::snprintf(line, sizeof line,
@@ -435,6 +505,16 @@ std::string to_json(const RunReport& r) {
                               {"non_finite_frames", r.non_finite_frames},
                               {"first_non_finite", r.first_non_finite},
                               {"notes", r.notes}};
+  if (r.resumed_frames > 0)
+    j["resumed"] = {{"saved_frames", r.resumed_frames},
+                    {"mode", r.relocalized ? "relocalize" : "continue"},
+                    {"first_frame", r.relocalized ? 0 : r.resumed_frames},
+                    {"frames_placed_against_saved_map", r.frames},
+                    {"resume_s", r.resume_seconds}};
+  if (!r.saved_session.empty()) {
+    j["saved_session"] = r.saved_session;
+    j["save_s"] = r.save_seconds;
+  }
   if (r.loop_detection) {
     const LoopStats& l = r.loop_stats;
     j["loop_detection"] = {{"keyframes", l.keyframes},   {"skipped", l.skipped},

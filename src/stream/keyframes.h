@@ -44,6 +44,18 @@ class AdaptiveKeyframes {
     c2w_ = r.c2w;
     K_ = r.intrinsics;
   }
+  // The memory alone, for a session snapshot.
+  struct State {
+    int64_t last = -1;
+    std::array<float, 12> c2w{};
+    std::array<float, 9> K{};
+  };
+  State state() const { return {last_, c2w_, K_}; }
+  void restore(const State& s) {
+    last_ = s.last;
+    c2w_ = s.c2w;
+    K_ = s.K;
+  }
   // `first`: the first streamed frame of the sequence. A keyframe becomes the new reference.
   bool decide(const FrameResult& r, bool first) {
     const bool forced = policy_.forced(first, r.index, last_);

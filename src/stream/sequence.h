@@ -81,6 +81,9 @@ class SequenceState {
   // Frames of the sequence's first step (phase 1), once it has begun; 0 before.
   int64_t scale_frames() const { return scale_frames_; }
 
+  // A resumed sequence: its caches were restored with this many frames in its first step.
+  void restored(int64_t scale_frames) { scale_frames_ = scale_frames; }
+
   void begin(int64_t frames, StepMode mode);
   bool step_open() const { return open_; }
   bool stores_camera() const { return mode_ != StepMode::Attend; }

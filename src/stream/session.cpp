@@ -8,11 +8,13 @@
 
 namespace lingbot {
 
-StreamSession::StreamSession(Model& model, StepScheduler& scheduler, const StreamOptions& options)
+StreamSession::StreamSession(Model& model, StepScheduler& scheduler, const StreamOptions& options,
+                             std::shared_future<std::string> weights)
     : model_(model),
       scheduler_(scheduler),
       opt_(options),
-      keyframes_({.threshold = options.flow_threshold, .max_gap = options.max_non_keyframe_gap}) {
+      keyframes_({.threshold = options.flow_threshold, .max_gap = options.max_non_keyframe_gap}),
+      weights_(std::move(weights)) {
   // The thread that starts a session usually pushes its frames: its CPU threads are bounded
   // from here on, the preprocessing of its frames included.
   model_.backend().use_on_this_thread();
@@ -45,6 +47,8 @@ void StreamSession::reset() {
     model_.collect(*seq_);  // its results are dropped with the sequence
   }
   pending_.clear();
+  held_.clear();
+  cameras_.clear();
   next_index_ = 0;
   keyframes_.reset();
   if (seq_) seq_->reset();
@@ -137,22 +141,61 @@ void StreamSession::run(const std::vector<Tensor>& frames, bool keyframe,
   if (frames.size() > 1 || !model_.backend().queues_work()) deliver_in_flight(on_result);
 }
 
-void StreamSession::deliver_in_flight(const Callback& on_result) {
+void StreamSession::collect_in_flight() {
   if (!in_flight_) return;
   const InFlight f = *in_flight_;
   in_flight_.reset();
   const Model::Output out = model_.collect(*seq_);
-  delivering_ = f.stats;
-  struct Clear {
-    std::optional<CacheStats>& s;
-    ~Clear() { s.reset(); }
-  } clear{delivering_};
   for (int64_t i = 0; i < f.frames; ++i) {
     FrameResult r = make_result(out, i);
     r.keyframe = f.keyframe;
     if (f.keyframe) keyframes_.keep(r);
-    on_result(r);
+    record(r);
+    held_.push_back(std::move(r));
   }
+  held_stats_ = f.stats;
+}
+
+void StreamSession::deliver_in_flight(const Callback& on_result) {
+  collect_in_flight();
+  if (held_.empty()) return;
+  std::vector<FrameResult> out;
+  out.swap(held_);
+  delivering_ = held_stats_;
+  struct Clear {
+    std::optional<CacheStats>& s;
+    ~Clear() { s.reset(); }
+  } clear{delivering_};
+  for (const FrameResult& r : out) on_result(r);
+}
+
+void StreamSession::record(const FrameResult& r) {
+  Camera c{r.index, r.pose_enc, 0};
+  c.flags = (r.keyframe ? kCameraKeyframe : 0) | (r.scale_frame ? kCameraScaleFrame : 0);
+  cameras_.push_back(c);
+}
+
+std::vector<FrameResult> StreamSession::trajectory() const {
+  std::vector<FrameResult> out;
+  if (!seq_) return out;
+  const int h = static_cast<int>(seq_->config().height), w = static_cast<int>(seq_->config().width);
+  out.reserve(cameras_.size());
+  for (const Camera& c : cameras_) {
+    FrameResult r;
+    r.index = c.index;
+    r.keyframe = c.flags & kCameraKeyframe;
+    r.scale_frame = c.flags & kCameraScaleFrame;
+    r.pose_enc = c.pose_enc;
+    // The same decoding as the delivered result's, so the cameras are equal bit for bit.
+    const CameraPose pose = decode_pose(r.pose_enc.data(), h, w);
+    std::memcpy(r.c2w.data(), pose.c2w, sizeof(pose.c2w));
+    std::memcpy(r.w2c.data(), pose.w2c, sizeof(pose.w2c));
+    std::memcpy(r.intrinsics.data(), pose.K, sizeof(pose.K));
+    r.height = h;
+    r.width = w;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 void StreamSession::run_adaptive(const Tensor& image, const Callback& on_result) {
@@ -167,6 +210,7 @@ void StreamSession::run_adaptive(const Tensor& image, const Callback& on_result)
   // camera-head rollback and so keeps every non-keyframe's camera token in that cache: dropping
   // it makes a non-keyframe cost nothing later, as under the fixed interval.
   seq_->decide(r.keyframe);
+  record(r);
   on_result(r);
 }
 

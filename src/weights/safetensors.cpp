@@ -30,7 +30,7 @@ constexpr uint64_t kMaxHeader = 100u << 20;  // the format's own limit
 }  // namespace
 
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
-                                  const std::string& what) {
+                                  const std::string& what, bool fp8) {
   auto fail = [&](const std::string& why) {
     return Error(what + ": not a valid safetensors file (" + why + ")");
   };
@@ -62,7 +62,9 @@ SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, std::shared_
         !sh->is_array() || !off->is_array() || off->size() != 2)
       throw fail("entry " + name + " lacks dtype, shape or data_offsets");
     DType dtype;
-    if (!parse_dtype(dt->get<std::string>(), &dtype))
+    if (fp8 && dt->get<std::string>() == "F8_E4M3")
+      dtype = DType::F8E4M3;
+    else if (!parse_dtype(dt->get<std::string>(), &dtype))
       throw fail("tensor " + name + " has unsupported dtype " + dt->get<std::string>());
     Shape shape;
     uint64_t numel = 1;

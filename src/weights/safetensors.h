@@ -21,8 +21,10 @@ SafetensorsFile read_safetensors(const std::string& path);
 
 // Parses a buffer; `owner` keeps `data` alive for the returned views. Every offset, shape and
 // dtype is validated against the buffer, so untrusted bytes give an Error, never a bad read.
+// `fp8`: F8_E4M3 tensors are read too (session snapshots; no checkpoint holds them, and the
+// weight loader would refuse them).
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
-                                  const std::string& what = "buffer");
+                                  const std::string& what = "buffer", bool fp8 = false);
 
 // What precedes a file's tensor data: the header's length as 8 little-endian bytes, then the JSON
 // header padded with spaces (which the format allows) to `size` bytes in all, or where `size` is 0

@@ -56,6 +56,10 @@ def adapt(argv, env):
             out += ["--input", env["inputs"].get(nxt, nxt)]
             i += 2
             continue
+        if a in ("--save-session", "--resume"):  # snapshots go to the scratch folder too
+            out += [a, os.path.join(env["scratch"], nxt)]
+            i += 2
+            continue
         if a == "--out":
             out += ["--out", os.path.join(env["scratch"], nxt.strip("/") or "out")]
             i += 2
@@ -101,7 +105,8 @@ def main():
             "scratch": scratch,
             "model": "synthetic:1",
             "inputs": {"clip.mp4": clip if os.path.exists(clip) else frames, "frames/": frames,
-                       "photos/": frames, "../shared/fixtures/tiny/frames": frames,
+                       "photos/": frames, "more_frames/": frames,
+                       "../shared/fixtures/tiny/frames": frames,
                        "photo.jpg": os.path.join(frames, sorted(os.listdir(frames))[0])},
             "files": {"checkpoint.pt": os.path.join(scratch, "synthetic.pt")},
         }

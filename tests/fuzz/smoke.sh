@@ -33,7 +33,7 @@ target_path() {
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/safetensors" "$work/torch_pt" "$work/pickle" "$work/viewer_control" \
-  "$work/serve_protocol" "$work/eval_parsers"
+  "$work/serve_protocol" "$work/eval_parsers" "$work/snapshot"
 printf '{"op":"ping","id":7}' >"$work/viewer_control/ping.json"
 printf '{"op":"images","on":false}' >"$work/viewer_control/images.json"
 printf '{"type":"start","width":640,"height":480,"frames":10,"maps":true,"stream":{"window":16}}' \
@@ -66,15 +66,65 @@ for pt in sorted(src.glob("*.pt")):
 PY
 fi
 printf '\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01u.' >"$work/pickle/dict.pkl"
+# Session snapshots: one of a sequence that has run (a made-up model of 1 layer, 1 head of 2)
+# and one buffering its scale block; parse_snapshot checks the format, not a model.
+mkdir -p "$work/snapshot"
+if command -v python3 >/dev/null; then
+  python3 - "$work/snapshot" <<'PY'
+import json, pathlib, struct, sys
+out = pathlib.Path(sys.argv[1])
+def write(name, state, tensors):
+    header, body = {}, b""
+    header["__metadata__"] = {"format": "lingbot-session", "version": "1",
+                              "state": json.dumps(state)}
+    for key, (dtype, shape, size) in tensors.items():
+        header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [len(body), len(body) + size]}
+        if key == "trajectory.index":  # increasing, below next_index
+            body += struct.pack("<%dq" % shape[0], *range(shape[0]))
+        else:
+            body += bytes(range(size % 251)) + bytes(size - size % 251)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    (out / name).write_bytes(struct.pack("<Q", len(h)) + h + body)
+opts = {"scale_frames": 2, "window": 2, "keyframe_interval": 1, "camera_iterations": 1,
+        "cross_frame_special": True, "camera_only": False, "include_scale_frames": True,
+        "flow_threshold": 0.0, "max_non_keyframe_gap": 30, "max_special_frames": 0,
+        "descriptors": False}
+model = {"arch": "tiny", "dim": 2, "depth": 1, "heads": 1, "compute": "F32",
+         "kv_cache": "F32", "weights": "0123456789abcdef"}
+host = {"keyframe.c2w": ("F32", [12], 48), "keyframe.K": ("F32", [9], 36),
+        "trajectory.pose_enc": ("F32", [5, 9], 180), "trajectory.index": ("I64", [5], 40),
+        "trajectory.flags": ("U8", [5], 5)}
+state = {"model": model, "options": opts, "height": 14, "width": 14, "next_index": 5,
+         "pending": 0, "started": True, "keyframe_last": 4, "trajectory": 5,
+         "sequence": {"scale_frames": 2, "pages": {"scale": [0, 1], "live": [3, 2], "free": [4]},
+                      "stored_frames": 5, "calibrated": [], "stream_head": 0, "stream_rows": 6,
+                      "camera_rows": 5, "camera_pinned": 0, "camera_head": 0}}
+t = dict(host)
+t["pending"] = ("F32", [0, 3, 14, 14], 0)
+for kv in ("k", "v"):
+    t["kv." + kv] = ("F32", [1, 4, 7, 1, 2], 224)
+    t["kv.stream." + kv] = ("F32", [1, 6, 1, 2], 48)
+    t["camera." + kv] = ("F32", [2, 5, 1, 2], 80)
+write("started.lbs", state, t)
+state = {"model": model, "options": opts, "height": 14, "width": 14, "next_index": 0,
+         "pending": 1, "started": False, "keyframe_last": -1, "trajectory": 0}
+t = {k: (d, [0] + s[1:] if k.startswith("trajectory") else s, 0 if k.startswith("trajectory") else n)
+     for k, (d, s, n) in host.items()}
+t["pending"] = ("F32", [1, 3, 14, 14], 2352)
+write("buffering.lbs", state, t)
+PY
+fi
 
 failed=0
-for name in safetensors torch_pt pickle viewer_control serve_protocol eval_parsers; do
+for name in safetensors torch_pt pickle viewer_control serve_protocol eval_parsers snapshot; do
   bin=$(target_path "fuzz_$name")
   dict="$here/pickle.dict"
   [[ $name == safetensors ]] && dict="$here/safetensors.dict"
   [[ $name == viewer_control ]] && dict="$here/viewer_control.dict"
   [[ $name == serve_protocol ]] && dict="$here/serve_protocol.dict"
   [[ $name == eval_parsers ]] && dict="$here/eval_parsers.dict"
+  [[ $name == snapshot ]] && dict="$here/snapshot.dict"
   log="$work/fuzz_$name.log"
   mkdir -p "$build/fuzz-crashes"
   set +e

@@ -2,6 +2,7 @@
 // gives, and every failure is a status with a one-line message, never an exception.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -247,6 +248,55 @@ TEST_F(CApi, TheLastErrorIsPerThreadAndKeptAcrossSuccesses) {
   std::string other = "unset";
   std::thread([&] { other = lingbot_last_error(); }).join();
   EXPECT_EQ(other, "");
+}
+
+// Saved through the C API after 9 frames and resumed on another engine: the rest of the
+// sequence gives exactly the uninterrupted session's results; a bad file is a status and a line.
+TEST_F(CApi, SaveAndResumeContinueExactly) {
+  const std::vector<Tensor> frames = test::tiny_frames();
+  const auto push = [](lingbot_session* s, const Tensor& f, std::vector<CResult>* out) {
+    return lingbot_session_push(s, f.f32(), 3, static_cast<int>(f.dim(1)),
+                                static_cast<int>(f.dim(2)), collect_c, out);
+  };
+  std::vector<CResult> want, got;
+  lingbot_session* s = start(4);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i == 9) {
+      ASSERT_EQ(lingbot_session_save(s, "c_api_resume.lbs"), LINGBOT_OK) << lingbot_last_error();
+      got = want;
+    }
+    ASSERT_EQ(push(s, frames[i], &want), LINGBOT_OK) << lingbot_last_error();
+  }
+  ASSERT_EQ(lingbot_session_finish(s, collect_c, &want), LINGBOT_OK);
+
+  lingbot_engine_options eo = lingbot_engine_default_options();
+  eo.model = "synthetic:1";
+  eo.arch = "tiny";
+  lingbot_engine* other = nullptr;
+  ASSERT_EQ(lingbot_engine_create(&eo, &other), LINGBOT_OK) << lingbot_last_error();
+  lingbot_session* resumed = nullptr;
+  ASSERT_EQ(lingbot_session_resume(other, "c_api_resume.lbs", &resumed), LINGBOT_OK)
+      << lingbot_last_error();
+  for (size_t i = 9; i < frames.size(); ++i)
+    ASSERT_EQ(push(resumed, frames[i], &got), LINGBOT_OK) << lingbot_last_error();
+  ASSERT_EQ(lingbot_session_finish(resumed, collect_c, &got), LINGBOT_OK);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].r.index, want[i].r.index);
+    EXPECT_EQ(std::memcmp(got[i].r.pose_enc, want[i].r.pose_enc, sizeof want[i].r.pose_enc), 0);
+    EXPECT_EQ(got[i].depth, want[i].depth) << i;
+  }
+  EXPECT_EQ(lingbot_session_free(resumed), LINGBOT_OK);
+
+  lingbot_session* none = reinterpret_cast<lingbot_session*>(1);
+  EXPECT_EQ(lingbot_session_resume(other, "no_such_snapshot.lbs", &none), LINGBOT_ERROR_FAILED);
+  EXPECT_EQ(none, nullptr);
+  expect_one_line(lingbot_last_error());
+  EXPECT_NE(std::string(lingbot_last_error()).find("no_such_snapshot.lbs"), std::string::npos);
+  EXPECT_EQ(lingbot_session_save(nullptr, "x.lbs"), LINGBOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lingbot_session_resume(other, nullptr, &none), LINGBOT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lingbot_engine_free(other), LINGBOT_OK);
+  std::remove("c_api_resume.lbs");
 }
 
 }  // namespace

@@ -243,6 +243,19 @@ class CudaBackend final : public Backend {
     LB_CUDA(cudaStreamSynchronize(s()));
   }
 
+  void read_bytes(const void* src, void* host, size_t bytes) override {
+    if (!bytes) return;
+    synchronize();  // both queues: the bytes may have been written by either
+    LB_CUDA(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+  }
+
+  void write_bytes(const void* host, void* dst, size_t bytes) override {
+    if (!bytes) return;
+    // Synchronous: `host` may be a file mapping or a buffer reused at once.
+    synchronize();
+    LB_CUDA(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+  }
+
   Tensor alloc_host(const Shape& shape) override {
     const size_t bytes = static_cast<size_t>(shape_numel(shape)) * sizeof(float);
     void* p = nullptr;

@@ -366,6 +366,9 @@ std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
   if (has("kitti"))
     sinks.push_back(make_trajectory_sink(dir + "/trajectory_kitti.txt", TrajectoryFormat::KITTI));
   if (has("json")) sinks.push_back(make_frames_json_sink(dir + "/frames.jsonl", name));
+  // These three need no maps: a continued session's saved cameras begin them.
+  for (auto& s : sinks)
+    for (const FrameResult& r : o.history) s->add(r, nullptr);
   if (has("depth")) sinks.push_back(make_depth_png_sink(dir, o.depth, name));
   if (has("depth_f32")) sinks.push_back(make_depth_npy_sink(dir, name));
   if (has("ply")) sinks.push_back(make_ply_sink(dir + "/points.ply", o.points));
