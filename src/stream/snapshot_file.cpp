@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -312,6 +313,9 @@ SessionSnapshot parse_snapshot(const uint8_t* data, size_t size, std::shared_ptr
 }
 
 SessionSnapshot read_snapshot(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0)
+    throw Error(path + ": not a usable session snapshot (empty: a save that never ran?)");
   MappedFile f = map_file(path);
   return parse_snapshot(f.data, f.size, f.owner, path);
 }
