@@ -70,6 +70,9 @@ class EngineImpl final : public Engine {
     return std::make_unique<StreamSession>(*model_, *scheduler_, options);
   }
 
+  std::map<std::string, double> profile_ms() const override { return model_->profile().snapshot(); }
+  void reset_profile() override { model_->profile().reset(); }
+
  private:
   std::unique_ptr<Backend> backend_;
   ModelConfig config_;

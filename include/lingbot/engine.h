@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -145,6 +146,11 @@ class Engine {
   // Device memory still free (GPU backends, after the weights are loaded); 0 = unknown (CPU).
   virtual size_t device_memory_free() const = 0;
   virtual std::unique_ptr<Session> start(const StreamOptions& options) = 0;
+  // Milliseconds per model stage that this engine's steps took since it was created or since
+  // reset_profile(), while the environment asks for profiling (lingbot/profile.h); empty
+  // otherwise. Each engine keeps its own; lingbot::run reports a run's (RunReport::profile_ms).
+  virtual std::map<std::string, double> profile_ms() const { return {}; }
+  virtual void reset_profile() {}
 };
 
 }  // namespace lingbot

@@ -320,6 +320,8 @@ std::string ms(double seconds, int64_t frames) {
 RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
   LINGBOT_CHECK_ARG(!(o.loop && o.windowed), "loop detection runs in streaming mode only");
   RunReport report;
+  // The engine's stage totals before the run: the report gets what they grew by during it.
+  const std::map<std::string, double> profile_before = engine.profile_ms();
   const auto t0 = Clock::now();
   Delivery delivery(source, o, report);
   const std::string input_error = o.windowed
@@ -331,6 +333,10 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
   const FrameSource::Times t = source.times();
   report.decode = t.decode;
   report.preprocess = t.preprocess;
+  for (const auto& [stage, ms] : engine.profile_ms()) {
+    const auto it = profile_before.find(stage);
+    report.profile_ms[stage] = ms - (it == profile_before.end() ? 0 : it->second);
+  }
   if (!input_error.empty())
     throw Error(input_error + "; the results of the " + std::to_string(report.frames) +
                 " frames before it are in " +
@@ -387,6 +393,12 @@ std::string describe(const RunReport& r) {
     s += ")";
   }
   for (const std::string& note : r.notes) s += "\n" + note;
+  if (!r.profile_ms.empty()) {
+    s += "\nmodel stages (LINGBOT_PROFILE), a frame:";
+    for (const auto& [stage, total_ms] : r.profile_ms)
+      s += " " + stage + " " + ms(total_ms / 1e3, n) + ";";
+    s.pop_back();
+  }
   if (r.loop_detection) {
     const LoopStats& l = r.loop_stats;
     std::snprintf(line, sizeof line,
@@ -435,6 +447,7 @@ std::string to_json(const RunReport& r) {
                               {"non_finite_frames", r.non_finite_frames},
                               {"first_non_finite", r.first_non_finite},
                               {"notes", r.notes}};
+  if (!r.profile_ms.empty()) j["profile_ms"] = r.profile_ms;
   if (r.loop_detection) {
     const LoopStats& l = r.loop_stats;
     j["loop_detection"] = {{"keyframes", l.keyframes},   {"skipped", l.skipped},
