@@ -88,6 +88,9 @@ class EngineImpl final : public Engine {
     return StreamSession::resume(*model_, *scheduler_, weights_, snap, options, path);
   }
 
+  std::map<std::string, double> profile_ms() const override { return model_->profile().snapshot(); }
+  void reset_profile() override { model_->profile().reset(); }
+
  private:
   std::unique_ptr<Backend> backend_;
   ModelConfig config_;

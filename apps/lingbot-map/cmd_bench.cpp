@@ -311,9 +311,9 @@ int bench(const BenchArgs& a) {
   nlohmann::ordered_json stretches = nlohmann::ordered_json::array();
   auto close_stretch = [&](int first, int last) {
     nlohmann::ordered_json st;
-    for (auto& [stage, ms] : Profile::totals_ms()) st[stage] = ms / (last - first);
+    for (auto& [stage, ms] : engine->profile_ms()) st[stage] = ms / (last - first);
     stretches.push_back({{"first", first}, {"last", last}, {"ms_per_frame", st}});
-    Profile::reset();
+    engine->reset_profile();
   };
   auto on_result = [&](const FrameResult&) { ++delivered; };
   // Warm-up: one untimed sequence (scale frames + `warmup` streamed frames), then a reset, so
@@ -334,7 +334,7 @@ int bench(const BenchArgs& a) {
       phase1_ms = ms;
       phase1_device = engine->device_memory_used();
       streaming_start = clock::now();
-      Profile::reset();  // the breakdown covers phase-2 frames
+      engine->reset_profile();  // the breakdown covers phase-2 frames
     }
     if (i >= a.stream.scale_frames) frame_ms.push_back(ms);
     const int streamed = i + 1 - a.stream.scale_frames;
@@ -386,7 +386,7 @@ int bench(const BenchArgs& a) {
     }
   } else if (profiling && !frame_ms.empty()) {
     std::printf("per phase-2 frame, %s:\n", what);
-    for (auto& [stage, ms] : Profile::totals_ms())
+    for (auto& [stage, ms] : engine->profile_ms())
       std::printf("  %-28s %8.2f ms\n", stage.c_str(), ms / frame_ms.size());
   }
   if (!a.json.empty()) {

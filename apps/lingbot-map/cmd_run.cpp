@@ -57,8 +57,15 @@ PreprocessMode parse_mode(const std::string& m) {
   throw Error("unknown --preprocess mode '" + m + "' (crop, pad or none)");
 }
 
+// Each window streams with the run's stream options; windowed mode has no automatic keyframe
+// interval (0, the default, is every frame).
 WindowedOptions windowed_options(const RunArgs& a) {
-  return lingbot::windowed_options(a.stream, a.window_size, a.overlap, a.overlap_keyframes);
+  WindowedOptions w{.window_size = a.window_size,
+                    .overlap = a.overlap,
+                    .overlap_keyframes = a.overlap_keyframes,
+                    .stream = a.stream};
+  w.stream.keyframe_interval = std::max(1, w.stream.keyframe_interval);
+  return w;
 }
 
 // Creates the output folder and checks that files can be made in it, so that a bad --out fails

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -198,6 +199,11 @@ class Engine {
   // weights (the digest of the weights is computed once as the engine loads them).
   virtual std::unique_ptr<Session> resume(const std::string& path,
                                           const ResumeOptions& options = {});
+  // Milliseconds per model stage that this engine's steps took since it was created or since
+  // reset_profile(), while the environment asks for profiling (lingbot/profile.h); empty
+  // otherwise. Each engine keeps its own; lingbot::run reports a run's (RunReport::profile_ms).
+  virtual std::map<std::string, double> profile_ms() const { return {}; }
+  virtual void reset_profile() {}
 };
 
 }  // namespace lingbot

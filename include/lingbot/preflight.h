@@ -72,9 +72,10 @@ struct RunPlan {
   EngineOptions engine;
   int64_t height = 0, width = 0;  // model input, after preprocessing
   int64_t frames = 0;             // frames of the run (live sources: what the caches keep)
-  StreamOptions stream;
-  std::optional<WindowedOptions> windowed;  // set: windowed mode with these options
-  ResultOutputs results;                    // what the outputs keep on the host
+  StreamOptions stream;           // streaming mode's
+  // Set: windowed mode with these options (each window streams with their `stream`).
+  std::optional<WindowedOptions> windowed;
+  ResultOutputs results;  // what the outputs keep on the host
 };
 
 // What a run will cost in time: the FLOPs of its steps counted from the architecture, over the
@@ -116,7 +117,8 @@ Preflight preflight(const RunPlan& plan, bool with_time = true);
 // own, all else unchanged. Unset where no value does, or where the setting does not apply to the
 // run's mode.
 struct MilderSettings {
-  std::optional<int> window;             // StreamOptions::window (windowed: sliding_window)
+  std::optional<int> window;             // StreamOptions::window (windowed: WindowedOptions'
+                                         // stream.window, each window's sliding window)
   std::optional<int> keyframe_interval;  // streaming
   std::optional<int> scale_frames;       // streaming
   std::optional<int> window_size;        // windowed

@@ -3,24 +3,21 @@
 // LINGBOT_PROFILE=host instead times what the host thread does per step without synchronizing
 // anything (queueing the step's device work, waiting for its results), so the pipeline runs as
 // it does in production: a host phase that grows towards the device's frame time shows there.
-// The totals are not guarded for concurrent sessions.
+// Each engine keeps its own totals (Engine::profile_ms), and lingbot::run reports a run's own
+// (RunReport::profile_ms).
 //
-//   lingbot::Profile::reset();
+//   engine->reset_profile();
 //   ... push frames ...
-//   for (auto& [stage, ms] : lingbot::Profile::totals_ms()) std::printf("%s %.2f\n", ...);
+//   for (auto& [stage, ms] : engine->profile_ms()) std::printf("%s %.2f\n", ...);
 #pragma once
-
-#include <map>
-#include <string>
 
 namespace lingbot {
 
+// Which profiling the process's environment asked for (read once).
 class Profile {
  public:
   static bool enabled();       // LINGBOT_PROFILE=1: synchronized stages
   static bool host_enabled();  // LINGBOT_PROFILE=host: the host's phases, nothing synchronized
-  static std::map<std::string, double>& totals_ms();  // stage -> accumulated ms
-  static void reset() { totals_ms().clear(); }
 };
 
 }  // namespace lingbot

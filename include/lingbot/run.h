@@ -112,6 +112,9 @@ struct RunReport {
   int64_t non_finite_frames = 0;
   std::vector<int64_t> first_non_finite;
   std::vector<std::string> notes;
+  // While the environment asks for profiling (lingbot/profile.h): milliseconds per model stage
+  // over this run (what the engine's totals grew by during it); empty otherwise.
+  std::map<std::string, double> profile_ms;
   // RunOptions::loop: what the detector found and what it cost (its own thread's work, and the
   // run's wait for it at the end).
   bool loop_detection = false;

@@ -3,7 +3,8 @@
 // window 0's frame by a Sim(3) estimated on the overlap and the windows are stitched. A window's
 // frames are delivered once it is aligned, as FrameResults in order, as streaming delivers them.
 //
-//   lingbot::run_windowed(*engine, frames, frame_at, {.window_size = 64},
+//   lingbot::run_windowed(*engine, frames, frame_at,
+//                         {.window_size = 64, .overlap = 16, .stream = {.scale_frames = 8}},
 //                         [&](const lingbot::FrameResult& f) { ... });
 #pragma once
 
@@ -19,26 +20,16 @@
 
 namespace lingbot {
 
-struct WindowedOptions;
-// Windows streamed with `stream`'s settings: its scale frames, its window as each window's
-// sliding window, its keyframe interval (at least 1), camera iterations, adaptive keyframes and
-// special-frame cap.
-WindowedOptions windowed_options(const StreamOptions& stream, int window_size, int overlap = -1,
-                                 int overlap_keyframes = -1);
-
 struct WindowedOptions {
   int window_size = 64;        // KV slots per window: scale frames + keyframes
-  int overlap = -1;            // frames; -1 = from overlap_keyframes or scale_frames
+  int overlap = -1;            // frames; -1 = from overlap_keyframes or stream.scale_frames
   int overlap_keyframes = -1;  // overlap in keyframes; wins over `overlap` when set
-  int scale_frames = 8;
-  int keyframe_interval = 1;
-  int sliding_window = 64;
-  int camera_iterations = 4;
-  // > 0: flow-based adaptive keyframes. A window then closes after its
-  // (window_size - scale frames)-th keyframe, so windows follow the motion, not a fixed plan.
-  float flow_threshold = 0;
-  int max_non_keyframe_gap = 30;
-  int64_t max_special_frames = 0;  // StreamOptions::max_special_frames, per window
+  // How each window streams, as a streaming run would: its scale frames, its window as each
+  // window's sliding window (cut to the keyframes a window holds), its keyframe interval (0 or 1:
+  // every frame), camera iterations, special-token settings and special-frame cap. With a flow
+  // threshold (> 0: adaptive keyframes) a window closes after its (window_size - scale
+  // frames)-th keyframe, so windows follow the motion, not a fixed plan.
+  StreamOptions stream;
 };
 
 // How a window was brought into window 0's frame: x -> scale * R x + t.

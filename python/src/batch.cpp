@@ -165,14 +165,14 @@ py::array batched(const Tensor& t) {
   return out;
 }
 
-py::dict inference_windowed(PyEngine& e, const py::handle& images, const StreamOptions& stream,
-                            const WindowedOptions& o, const py::object& log) {
+py::dict inference_windowed(PyEngine& e, const py::handle& images, const WindowedOptions& o,
+                            const py::object& log) {
   const Frames f = frames_of(images, "inference_windowed");
   check_fits(e,
              {.height = f.height,
               .width = f.width,
               .frames = f.count,
-              .stream = stream,
+              .stream = o.stream,
               .windowed = o,
               // The stitched depth and confidence, then their numpy copies one at a time.
               .results = {.kept_maps = 3, .windowed = true}},
@@ -282,14 +282,17 @@ void bind_batch(py::module_& m) {
         if ((!overlap_size.is_none() && overlap < 0) ||
             (!overlap_keyframes.is_none() && overlap_kf < 0))
           throw py::value_error("overlaps must be >= 0");
-        // Each window streams with these options; windowed_options carries them over.
+        // Each window streams with these options (sliding_window is the stream's window).
         const StreamOptions stream =
             stream_options(int_arg(num_scale_frames, "inference_windowed: num_scale_frames",
                                    StreamOptions{}.scale_frames),
                            sliding_window, keyframe_interval, camera_iterations, true, false, true,
                            flow_threshold, max_non_keyframe_gap, max_special_frames);
-        const WindowedOptions o = windowed_options(stream, window_size, overlap, overlap_kf);
-        return inference_windowed(e, images, stream, o, log);
+        const WindowedOptions o{.window_size = window_size,
+                                .overlap = overlap,
+                                .overlap_keyframes = overlap_kf,
+                                .stream = stream};
+        return inference_windowed(e, images, o, log);
       },
       py::arg("images"), py::arg("window_size") = 64, py::arg("overlap_size") = py::none(),
       py::arg("overlap_keyframes") = py::none(), py::arg("num_scale_frames") = py::none(),

@@ -57,17 +57,20 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
       std::max(1, get<int>(o, "keyframe_interval")), get<int>(o, "camera_iterations"), true, false,
       true, get<float>(o, "flow_threshold"), get<int>(o, "max_non_keyframe_gap"),
       get<int64_t>(o, "max_special_frames"));
-  const WindowedOptions w =
-      windowed_options(stream, get<int>(o, "window_size"), get<int>(o, "overlap"),
-                       o["overlap_keyframes"].is_none() ? -1 : get<int>(o, "overlap_keyframes"));
+  const WindowedOptions w{
+      .window_size = get<int>(o, "window_size"),
+      .overlap = get<int>(o, "overlap"),
+      .overlap_keyframes = o["overlap_keyframes"].is_none() ? -1 : get<int>(o, "overlap_keyframes"),
+      .stream = stream};
 
   SourceOptions in{.fps = get<double>(o, "fps"),
                    .stride = get<int>(o, "stride"),
                    .first_k = get<int64_t>(o, "first_k"),
                    .quiet = true};
   if (windowed) {  // as the CLI: windows step back over their overlap; the plan needs the length
-    in.keep_recent = 1 + std::max<int64_t>({w.overlap, w.scale_frames,
-                                            int64_t{w.overlap_keyframes} * w.keyframe_interval});
+    in.keep_recent =
+        1 + std::max<int64_t>({w.overlap, w.stream.scale_frames,
+                               int64_t{w.overlap_keyframes} * w.stream.keyframe_interval});
     in.exact_count = true;
   }
   const bool rotate = get<bool>(o, "rotate_clockwise_90");

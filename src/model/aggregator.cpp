@@ -97,7 +97,7 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
   // the virtual frame index stored + i). The 3D RoPE time index counts each sequence's own
   // stored frames.
   const Tensor& dino = [&]() -> const Tensor& {
-    ProfileScope ps(b, "dino trunk");
+    ProfileScope ps(b, profile_, "dino trunk");
     return dino_.enqueue(b, images, wk.buf);
   }();
   trunk_ = &dino;
@@ -169,7 +169,7 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
   // Each sequence's queries attend over its own keys: one planned call per sequence.
   AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
     Tensor k4 = k.reshape({s, p, h, d}), v4 = v.reshape({s, p, h, d});
-    ProfileScope ps(b, "global attention (paged)");
+    ProfileScope ps(b, profile_, "global attention (paged)");
     int64_t first = 0;
     for (int64_t i = 0; i < nparts; ++i) {
       const int64_t n = parts[i].frames;
@@ -186,13 +186,13 @@ const std::array<Tensor, 4>& Aggregator::enqueue(Backend& b, const Tensor& image
   size_t next_emit = 0;
   for (layer = 0; layer < cfg_.depth; ++layer) {
     {
-      ProfileScope ps(b, "frame blocks");
+      ProfileScope ps(b, profile_, "frame blocks");
       enqueue_block(b, frame_blocks_[layer], x, wk.buf, &wk.rope2d, within_frame);
     }
     const bool emit = next_emit < cfg_.selected.size() && cfg_.selected[next_emit] == layer;
     if (emit) b.copy(x, wk.frame_out);
     {
-      ProfileScope ps(b, "global blocks (all)");
+      ProfileScope ps(b, profile_, "global blocks (all)");
       kv_stored = direct();
       enqueue_block(b, global_blocks_[layer], x, wk.buf, &rope3d, through_cache,
                     kv_stored ? &into : nullptr);

@@ -16,6 +16,8 @@
 
 namespace lingbot {
 
+class ProfileTotals;
+
 // One sequence's part of a step: its `frames` frames are rows of the step's images, in the
 // order of the parts; its pages for them are appended to `cache` already
 // (SequenceState::begin). `scale_frames` is the sequence's phase-1 frame count.
@@ -43,6 +45,8 @@ class Aggregator {
                                        const std::vector<AggregatorPart>& parts);
 
   const ModelConfig& config() const { return cfg_; }
+  // Where the stages' times go when profiling (util/profile.h): the owning model's totals.
+  void set_profile(ProfileTotals* totals) { profile_ = totals; }
   // The DINO trunk's output of the last call, [S, 1 + R + Np, C] (cls, registers, patches),
   // valid until the next call: the place descriptor pools it.
   const Tensor& trunk_tokens() const { return *trunk_; }
@@ -63,6 +67,7 @@ class Aggregator {
   ModelConfig cfg_;
   DinoTrunk dino_;
   const Tensor* trunk_ = nullptr;
+  ProfileTotals* profile_ = nullptr;
   // Special tokens [6, C] for each (camera/register variant, scale variant).
   std::array<std::array<Tensor, 2>, 2> specials_;
   std::vector<BlockWeights> frame_blocks_, global_blocks_;

@@ -304,7 +304,7 @@ void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int6
                           const std::vector<float*>& depth, const std::vector<float*>& conf) {
   Plan& pl = plan_;
   const int64_t n = pl.frames, np = pl.ph * pl.pw, tokens = layers[0].dim(1);
-  std::optional<ProfileScope> stage(std::in_place, be, "depth: projections, resize");
+  std::optional<ProfileScope> stage(std::in_place, be, profile_, "depth: projections, resize");
   for (int l = 0; l < 4; ++l) {
     for (int64_t i = 0; i < n; ++i) {
       Tensor xn = pl.xn.slice(i * np, (i + 1) * np);
@@ -321,9 +321,9 @@ void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int6
   be.conv_transpose2d(pl.proj[1], w_.resize1.w, &w_.resize1.b, 2, pl.resized1);
   be.conv2d(pl.proj[3], w_.resize3.w, &w_.resize3.b, 2, 1, pl.resized3);
   const std::array<const Tensor*, 4> resized{&pl.resized0, &pl.resized1, &pl.proj[2], &pl.resized3};
-  stage.emplace(be, "depth: layer_rn convs");
+  stage.emplace(be, profile_, "depth: layer_rn convs");
   for (int l = 0; l < 4; ++l) be.conv2d(*resized[l], w_.layer_rn[l], nullptr, 1, 1, pl.r[l]);
-  stage.emplace(be, "depth: refinenets");
+  stage.emplace(be, profile_, "depth: refinenets");
 
   // Coarse to fine: refinenet4 works on level 3 alone, refinenet{l+1} adds level l.
   fusion_block(be, w_.refinenet[3], pl.r[3], nullptr, pl.tmp[3], pl.tmp[3]);
@@ -334,14 +334,14 @@ void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int6
   }
   fusion_block(be, w_.refinenet[0], pl.fused[1], &pl.r[0], pl.tmp[0], pl.low0);
 
-  stage.emplace(be, "depth: output convs");
+  stage.emplace(be, profile_, "depth: output convs");
   be.upsample_conv2d(pl.low0, nullptr, pl.o1.dim(2), pl.o1.dim(3), w_.output_conv1.w,
                      &w_.output_conv1.b, 1, 1, pl.o1);
   be.upsample_conv2d(pl.o1, &pl.pos_out, pl.H, pl.W, w_.output_conv2a.w, &w_.output_conv2a.b, 1, 1,
                      pl.o2, Act::ReLU);
   be.conv2d(pl.o2, w_.output_conv2b.w, &w_.output_conv2b.b, 1, 0, pl.logits);
 
-  stage.emplace(be, "depth: activation, download");
+  stage.emplace(be, profile_, "depth: activation, download");
   const int64_t plane = static_cast<int64_t>(pl.H) * pl.W;
   for (int64_t i = 0; i < n; ++i) {
     Tensor both = pl.logits[i].reshape({2, plane});

@@ -13,6 +13,8 @@
 
 namespace lingbot {
 
+class ProfileTotals;
+
 struct DepthHeadConfig {
   int64_t dim_in = 2048;  // 2C
   int64_t features = 256;
@@ -67,6 +69,8 @@ class DepthHead {
  public:
   void load(WeightLoader& loader, const DepthHeadConfig& cfg);
   const DepthHeadConfig& config() const { return cfg_; }
+  // Where the stages' times go when profiling (util/profile.h): the owning model's totals.
+  void set_profile(ProfileTotals* totals) { profile_ = totals; }
 
   // layers: the 4 emitted aggregator layers, each [S, T, dim_in] on the backend, patch tokens
   // last. H, W: image size, multiples of the patch size. Up to `batch` frames go through each
@@ -133,6 +137,7 @@ class DepthHead {
   DepthHeadConfig cfg_;
   DepthHeadWeights w_;
   Plan plan_;
+  ProfileTotals* profile_ = nullptr;
 };
 
 }  // namespace lingbot

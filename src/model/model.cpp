@@ -31,6 +31,8 @@ void normalize_into(const Tensor& images01, float* out) {
 
 Model::Model(Backend& backend, WeightLoader& weights, const ModelConfig& config)
     : backend_(backend), cfg_(config) {
+  aggregator_.set_profile(&profile_);
+  depth_.set_profile(&profile_);
   aggregator_.load(weights, cfg_);
   camera_.load(weights, camera_head_config(cfg_));
   depth_.load(weights, depth_head_config(cfg_));
@@ -141,7 +143,7 @@ void Model::validate(const Part& part) const {
 }
 
 void Model::enqueue(const std::vector<Part>& parts) {
-  HostScope hs("host: queue a step");
+  HostScope hs(profile_, "host: queue a step");
   LINGBOT_CHECK(!parts.empty(), "a step of no sequence");
   validate(parts[0]);
   const int64_t h = parts[0].images01.dim(2), w = parts[0].images01.dim(3);
@@ -256,7 +258,7 @@ void Model::enqueue(const std::vector<Part>& parts) {
         run.push_back({&seq.camera(), parts[b].images01.dim(0), seq.stores_camera()});
         rows += run.back().frames;
       }
-      ProfileScope ps(backend_, "camera head");
+      ProfileScope ps(backend_, &profile_, "camera head");
       const Tensor& pose =
           camera_.enqueue(backend_, cam_tokens_.slice(f0, f0 + rows), run, iterations);
       int64_t r = 0;
@@ -282,7 +284,7 @@ void Model::enqueue(const std::vector<Part>& parts) {
       }
     }
     {
-      ProfileScope ps(backend_, "depth head");
+      ProfileScope ps(backend_, &profile_, "depth head");
       depth_.enqueue(backend_, layers, static_cast<int>(h), static_cast<int>(w), depth_out,
                      conf_out, static_cast<int64_t>(parts.size()));
     }
@@ -304,7 +306,7 @@ Model::Output Model::collect(SequenceState& seq) {
   SequenceState::Slot& slot = seq.oldest_queued();
   seq.pop_queued();
   {
-    HostScope hs("host: wait for the device");
+    HostScope hs(profile_, "host: wait for the device");
     backend_.wait_fence(slot.fence);
   }
   const int64_t s = slot.frames, h = seq.config().height, w = seq.config().width;

@@ -15,6 +15,7 @@
 #include "model/depth_head.h"
 #include "model/place_descriptor.h"
 #include "stream/sequence.h"
+#include "util/profile.h"
 
 namespace lingbot {
 
@@ -78,6 +79,8 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() const { return backend_; }
+  // The stages' times of this model's steps while profiling (Engine::profile_ms).
+  ProfileTotals& profile() { return profile_; }
   // The emitted aggregator layers of the last call (for parity tests).
   const std::array<Tensor, 4>& last_layers() const { return *layers_; }
   // The DINO trunk's output of the last call, [S, 1 + R + Np, C] (for the descriptor's tests).
@@ -89,6 +92,7 @@ class Model {
   static DType camera_cache_dtype(const ModelConfig& config) { return config.compute; }
   Backend& backend_;
   ModelConfig cfg_;
+  ProfileTotals profile_;
   Aggregator aggregator_;
   CameraHead camera_;
   DepthHead depth_;

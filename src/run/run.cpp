@@ -359,6 +359,8 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
   LINGBOT_CHECK_ARG(o.save_session.empty() || !o.windowed,
                     "windowed runs cannot be saved as a session: each window starts a new one");
   RunReport report;
+  // The engine's stage totals before the run: the report gets what they grew by during it.
+  const std::map<std::string, double> profile_before = engine.profile_ms();
   const auto t0 = Clock::now();
   // A resumed session first: its saved frames decide how the outputs number the new ones.
   std::unique_ptr<Session> resumed;
@@ -389,6 +391,10 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
   const FrameSource::Times t = source.times();
   report.decode = t.decode;
   report.preprocess = t.preprocess;
+  for (const auto& [stage, ms] : engine.profile_ms()) {
+    const auto it = profile_before.find(stage);
+    report.profile_ms[stage] = ms - (it == profile_before.end() ? 0 : it->second);
+  }
   if (!input_error.empty())
     throw Error(input_error + "; the results of the " + std::to_string(report.frames) +
                 " frames before it are in " +
@@ -457,6 +463,12 @@ std::string describe(const RunReport& r) {
     s += line;
   }
   if (!r.saved_session.empty()) s += "\nsession saved to " + r.saved_session;
+  if (!r.profile_ms.empty()) {
+    s += "\nmodel stages (LINGBOT_PROFILE), a frame:";
+    for (const auto& [stage, total_ms] : r.profile_ms)
+      s += " " + stage + " " + ms(total_ms / 1e3, n) + ";";
+    s.pop_back();
+  }
   if (r.loop_detection) {
     const LoopStats& l = r.loop_stats;
     std::snprintf(line, sizeof line,
@@ -515,6 +527,7 @@ std::string to_json(const RunReport& r) {
     j["saved_session"] = r.saved_session;
     j["save_s"] = r.save_seconds;
   }
+  if (!r.profile_ms.empty()) j["profile_ms"] = r.profile_ms;
   if (r.loop_detection) {
     const LoopStats& l = r.loop_stats;
     j["loop_detection"] = {{"keyframes", l.keyframes},   {"skipped", l.skipped},

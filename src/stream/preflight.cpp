@@ -206,15 +206,15 @@ size_t unbounded_growth(const MemoryEstimate& m, const StreamOptions& stream) {
 int64_t longest_window(int64_t frames, const WindowedOptions& o) {
   if (frames <= 0) return 0;
   // plan_windows' first window: the scale block, then window_size - scale keyframe slots.
-  const int64_t ws = std::min<int64_t>(std::max(o.scale_frames, 1), frames);
+  const int64_t ws = std::min<int64_t>(std::max(o.stream.scale_frames, 1), frames);
   const int64_t slots = std::max<int64_t>(o.window_size - ws, 0);
-  return std::min(ws + slots * std::max(o.keyframe_interval, 1), frames);
+  return std::min(ws + slots * std::max(o.stream.keyframe_interval, 1), frames);
 }
 
 int64_t window_cached_frames(int64_t frames, const WindowedOptions& o) {
-  if (o.flow_threshold <= 0)
-    return stored_frames(longest_window(frames, o), window_stream_options(o));
-  const int64_t ws = std::min<int64_t>(std::max(o.scale_frames, 1), frames);
+  if (o.stream.flow_threshold <= 0)
+    return stored_frames(longest_window(frames, o), per_window_stream(o));
+  const int64_t ws = std::min<int64_t>(std::max(o.stream.scale_frames, 1), frames);
   return std::min<int64_t>(frames, std::max<int64_t>(o.window_size, ws));
 }
 
@@ -222,7 +222,7 @@ MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute
                                         int64_t width, int64_t frames, const WindowedOptions& o,
                                         const ResultOutputs* results) {
   // The peak window is a streaming run of its cached frames, every one of them kept.
-  StreamOptions s = window_stream_options(o);
+  StreamOptions s = per_window_stream(o);
   s.keyframe_interval = 1;
   MemoryEstimate m =
       estimate_memory(config, compute, height, width, window_cached_frames(frames, o), s);
@@ -231,8 +231,8 @@ MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute
     // its keyframes, at most the whole sequence.
     ResultOutputs r = *results;
     r.windowed = true;
-    const int64_t window = o.flow_threshold > 0 ? frames : longest_window(frames, o);
-    m.results = estimate_result_memory(r, height, width, frames, o.scale_frames, window);
+    const int64_t window = o.stream.flow_threshold > 0 ? frames : longest_window(frames, o);
+    m.results = estimate_result_memory(r, height, width, frames, o.stream.scale_frames, window);
     if (r.on_host) m.total += m.results;
   }
   return m;
@@ -244,26 +244,30 @@ MilderSettings milder_windowed_settings(const ModelConfig& config, DType compute
   auto fits = [&](const WindowedOptions& w, int64_t h, int64_t wd) {
     return estimate_windowed_memory(config, compute, h, wd, frames, w, results).total <= available;
   };
-  auto with = [&](auto field) {
-    return [&, field](int64_t v) {
+  // A setting of the options, or of the stream each window runs, set to the value tried.
+  auto with = [&](auto set) {
+    return [&, set](int64_t v) {
       WindowedOptions w = o;
-      w.*field = static_cast<int>(v);
+      set(w, v);
       return fits(w, height, width);
     };
   };
   MilderSettings m;
-  m.window_size = first_fit(std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1,
-                            1, -1, with(&WindowedOptions::window_size));
+  m.window_size =
+      first_fit(std::min<int64_t>(o.window_size, window_cached_frames(frames, o)) - 1, 1, -1,
+                with([](WindowedOptions& w, int64_t v) { w.window_size = static_cast<int>(v); }));
   // The page pool is sized by the sliding window, or by the window size when that is smaller
-  // (window_stream_options): only a sliding window below the latter helps.
+  // (per_window_stream): only a sliding window below the latter helps.
   m.window =
-      first_fit(window_stream_options(o).window - 1, 1, -1, with(&WindowedOptions::sliding_window));
+      first_fit(per_window_stream(o).window - 1, 1, -1,
+                with([](WindowedOptions& w, int64_t v) { w.stream.window = static_cast<int>(v); }));
   smaller_size_that_fits(
       height, width, config.patch, [&](int64_t h, int64_t w) { return fits(o, h, w); }, m);
-  StreamOptions s = window_stream_options(o);
+  StreamOptions s = per_window_stream(o);
   s.keyframe_interval = 1;
-  m.max_special_frames = largest_fit(1, cap_range(window_cached_frames(frames, o), s) - 1,
-                                     with(&WindowedOptions::max_special_frames));
+  m.max_special_frames =
+      largest_fit(1, cap_range(window_cached_frames(frames, o), s) - 1,
+                  with([](WindowedOptions& w, int64_t v) { w.stream.max_special_frames = v; }));
   return m;
 }
 

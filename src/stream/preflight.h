@@ -66,14 +66,14 @@ int64_t longest_window(int64_t frames, const WindowedOptions& options);
 // The most frames one window keeps in the caches (scale frames and keyframes); with a flow
 // threshold windows follow the motion but still close at window_size cached frames.
 int64_t window_cached_frames(int64_t frames, const WindowedOptions& options);
-// (window_stream_options, the options each window is streamed with, is in stream/windowed.h.)
+// (per_window_stream, the options each window is streamed with, is in stream/windowed.h.)
 // `results`: as estimate_memory's; windowed results cover the whole sequence.
 MemoryEstimate estimate_windowed_memory(const ModelConfig& config, DType compute, int64_t height,
                                         int64_t width, int64_t frames,
                                         const WindowedOptions& options,
                                         const ResultOutputs* results = nullptr);
-// As milder_settings, with the settings of windowed mode: window size, sliding window (in
-// `window`), input width, special-frame cap.
+// As milder_settings, with the settings of windowed mode: window size, each window's sliding
+// window (options.stream.window, in `window`), input width, special-frame cap.
 MilderSettings milder_windowed_settings(const ModelConfig& config, DType compute, int64_t height,
                                         int64_t width, int64_t frames,
                                         const WindowedOptions& options,

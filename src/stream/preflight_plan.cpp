@@ -30,7 +30,7 @@ Preflight preflight(const RunPlan& p, bool with_time) {
     r.need = estimate_windowed_memory(config, r.compute, p.height, p.width, p.frames, *p.windowed,
                                       &p.results);
     r.cached_frames = window_cached_frames(p.frames, *p.windowed);
-    if (p.windowed->flow_threshold <= 0) {
+    if (p.windowed->stream.flow_threshold <= 0) {
       r.windows = static_cast<int64_t>(plan_windows(p.frames, *p.windowed).size());
       r.window_frames = longest_window(p.frames, *p.windowed);
     }

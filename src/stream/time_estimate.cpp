@@ -110,9 +110,9 @@ double TimeEstimate::scale_block_seconds() const {
 TimeEstimate estimate_time(const RunPlan& p, const ModelConfig& config) {
   TimeEstimate t;
   const double patches = static_cast<double>((p.height / config.patch) * (p.width / config.patch));
-  const StreamOptions& s = p.stream;
-  const double scale = std::max(1, p.windowed ? p.windowed->scale_frames : s.scale_frames);
-  const double window = std::max(1, p.windowed ? p.windowed->sliding_window : s.window);
+  const StreamOptions& s = p.windowed ? p.windowed->stream : p.stream;
+  const double scale = std::max(1, s.scale_frames);
+  const double window = std::max(1, s.window);
   const double frames = static_cast<double>(std::max<int64_t>(p.frames, 1));
   const double first = std::min(scale, frames);
   t.scale_block_flops = step_flops(config, first, patches, first);

@@ -34,8 +34,8 @@ std::array<double, 3> rotate(const Mat3& R, const float* v) {
 }
 
 void check_options(const WindowedOptions& o) {
-  LINGBOT_CHECK_ARG(o.scale_frames >= 1, "windowed mode needs at least 1 scale frame, got " +
-                                             std::to_string(o.scale_frames));
+  LINGBOT_CHECK_ARG(o.stream.scale_frames >= 1, "windowed mode needs at least 1 scale frame, got " +
+                                                    std::to_string(o.stream.scale_frames));
   LINGBOT_CHECK_ARG(o.window_size >= 1,
                     "the window size (KV slots per window) must be at least 1, got " +
                         std::to_string(o.window_size));
@@ -88,48 +88,31 @@ WindowPrediction run_window(Session& session, int64_t begin, int64_t end,
 
 int64_t resolve_overlap(int64_t frames, const WindowedOptions& options) {
   check_options(options);
-  const int64_t ws = std::min<int64_t>(options.scale_frames, frames);
+  const int64_t ws = std::min<int64_t>(options.stream.scale_frames, frames);
   int64_t o = ws;
   if (options.overlap_keyframes >= 0) {
     o = std::max<int64_t>(
-        ws, int64_t{options.overlap_keyframes} * std::max(options.keyframe_interval, 1));
+        ws, int64_t{options.overlap_keyframes} * std::max(options.stream.keyframe_interval, 1));
   } else if (options.overlap >= 0) {
     o = options.overlap;
   }
   return frames > 1 ? std::min(o, frames - 1) : 0;
 }
 
-WindowedOptions windowed_options(const StreamOptions& s, int window_size, int overlap,
-                                 int overlap_keyframes) {
-  return {.window_size = window_size,
-          .overlap = overlap,
-          .overlap_keyframes = overlap_keyframes,
-          .scale_frames = s.scale_frames,
-          .keyframe_interval = std::max(1, s.keyframe_interval),
-          .sliding_window = s.window,
-          .camera_iterations = s.camera_iterations,
-          .flow_threshold = s.flow_threshold,
-          .max_non_keyframe_gap = s.max_non_keyframe_gap,
-          .max_special_frames = s.max_special_frames};
-}
-
-StreamOptions window_stream_options(const WindowedOptions& o) {
-  const int64_t slots = std::max<int64_t>(int64_t{o.window_size} - o.scale_frames, 1);
-  return {.scale_frames = o.scale_frames,
-          .window = static_cast<int>(std::min<int64_t>(o.sliding_window, slots)),
-          .keyframe_interval = o.keyframe_interval,
-          .camera_iterations = o.camera_iterations,
-          .flow_threshold = o.flow_threshold,
-          .max_non_keyframe_gap = o.max_non_keyframe_gap,
-          .max_special_frames = o.max_special_frames};
+StreamOptions per_window_stream(const WindowedOptions& o) {
+  StreamOptions s = o.stream;
+  const int64_t slots = std::max<int64_t>(int64_t{o.window_size} - s.scale_frames, 1);
+  s.window = static_cast<int>(std::min<int64_t>(s.window, slots));
+  s.keyframe_interval = std::max(1, s.keyframe_interval);
+  return s;
 }
 
 std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t frames,
                                                       const WindowedOptions& options) {
   check_options(options);
   if (frames <= 0) return {};
-  const int64_t ws = std::min<int64_t>(options.scale_frames, frames);
-  const int64_t k = std::max(options.keyframe_interval, 1);
+  const int64_t ws = std::min<int64_t>(options.stream.scale_frames, frames);
+  const int64_t k = std::max(options.stream.keyframe_interval, 1);
   const int64_t keyframes = std::max<int64_t>(options.window_size - ws, 0);
   const int64_t effective = std::min(ws + keyframes * k, frames);
   if (effective >= frames) return {{0, frames}};
@@ -222,7 +205,7 @@ WindowedRun run_windowed(Engine& engine, int64_t frames,
   check_options(options);
   WindowedRun out;
   if (frames <= 0) return out;
-  const bool flow = options.flow_threshold > 0;
+  const bool flow = options.stream.flow_threshold > 0;
   // The fixed schedule is known up front; flow windows are appended as they close.
   const std::vector<std::pair<int64_t, int64_t>> plan =
       flow ? std::vector<std::pair<int64_t, int64_t>>{} : plan_windows(frames, options);
@@ -237,7 +220,7 @@ WindowedRun run_windowed(Engine& engine, int64_t frames,
           " frames = scale frames + (window size - scale frames) x keyframe interval); "
           "lower the overlap or raise the window size");
 
-  auto session = engine.start(window_stream_options(options));
+  auto session = engine.start(per_window_stream(options));
   WindowPrediction previous;
   int64_t height = 0, width = 0, begin = 0, previous_end = 0;
   // The frames stitched: all of them, or those before a frame the source failed on. A failure
@@ -246,12 +229,13 @@ WindowedRun run_windowed(Engine& engine, int64_t frames,
   int64_t total = frames;
   for (int64_t j = 0; begin < total; ++j) {
     if (j > 0) session->reset();
-    const int64_t scale = std::min<int64_t>(options.scale_frames, frames - begin);
+    const int scale_frames = options.stream.scale_frames;
+    const int64_t scale = std::min<int64_t>(scale_frames, frames - begin);
     WindowPrediction current =
-        flow ? run_window(*session, begin, frames, frame_at, options.scale_frames, out.source_error,
-                          std::max<int64_t>(options.window_size - scale, 0))
-             : run_window(*session, begin, plan[j].second, frame_at, options.scale_frames,
-                          out.source_error);
+        flow
+            ? run_window(*session, begin, frames, frame_at, scale_frames, out.source_error,
+                         std::max<int64_t>(options.window_size - scale, 0))
+            : run_window(*session, begin, plan[j].second, frame_at, scale_frames, out.source_error);
     const int64_t end = begin + current.frames();
     if (!out.source_error.empty()) {
       total = end;

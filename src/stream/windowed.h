@@ -20,12 +20,12 @@ namespace lingbot {
 // The overlap in frames for a sequence of `frames` frames.
 int64_t resolve_overlap(int64_t frames, const WindowedOptions& options);
 
-// The options each window is streamed with. A window caches at most window_size frames (its
-// scale block, then window_size - scale keyframes), so its sliding window is cut to
-// window_size - scale frames (at least 1) when that is shorter: a longer one would only reserve
-// pages of the KV pool that are never filled. Nothing is evicted either way, so results do not
-// change.
-StreamOptions window_stream_options(const WindowedOptions& options);
+// The stream options each window's session runs with: `options.stream` whole, its keyframe
+// interval at least 1, and its sliding window cut to window_size - scale frames (at least 1)
+// when that is shorter: a window caches at most window_size frames (its scale block, then
+// window_size - scale keyframes), so a longer one would only reserve pages of the KV pool that
+// are never filled. Nothing is evicted either way, so results do not change.
+StreamOptions per_window_stream(const WindowedOptions& options);
 
 // The fixed-interval schedule: windows [begin, end), in order. With a flow threshold the
 // windows are known only as they run (see run_windowed).

@@ -25,9 +25,4 @@ bool Profile::host_enabled() {
   return on;
 }
 
-std::map<std::string, double>& Profile::totals_ms() {
-  static std::map<std::string, double> totals;
-  return totals;
-}
-
 }  // namespace lingbot

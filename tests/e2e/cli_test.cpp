@@ -131,6 +131,29 @@ TEST_F(Cli, BenchReportsHostPhasesPerStretch) {
   }
 }
 
+// A run's report holds its own stage times (RunReport::profile_ms: what the engine's totals grew
+// by during it), and nothing of the kind without LINGBOT_PROFILE.
+TEST_F(Cli, RunReportHoldsTheRunsHostPhases) {
+  setenv("LINGBOT_PROFILE", "host", 1);
+  Result r = cli("run --model synthetic:1 --arch tiny --input " + frames() + " " + tiny_args() +
+                 " --out " + path("profiled") + " --json " + path("profiled.json"));
+  unsetenv("LINGBOT_PROFILE");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(path("profiled.json"));
+  const auto j = nlohmann::json::parse(f);
+  const auto& ms = j.at("profile_ms");
+  EXPECT_GT(ms.at("host: queue a step").get<double>(), 0);
+  EXPECT_GE(ms.at("host: wait for the device").get<double>(), 0);
+  EXPECT_EQ(ms.count("dino trunk"), 0u);  // no synchronized stage in this mode
+  // The whole run's queueing is at most its device thread's time.
+  EXPECT_LE(ms.at("host: queue a step").get<double>(), 1e3 * j.at("device_s").get<double>());
+  Result plain = cli("run --model synthetic:1 --arch tiny --input " + frames() + " " + tiny_args() +
+                     " --out " + path("plain") + " --json " + path("plain.json"));
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  std::ifstream g(path("plain.json"));
+  EXPECT_EQ(nlohmann::json::parse(g).count("profile_ms"), 0u);
+}
+
 TEST_F(Cli, RunWritesPredictionsMatchingTheReference) {
   Result r = cli("run --model " + path("tiny.safetensors") + " --input " + frames() + " " +
                  tiny_args() + " --out " + path("out") + " --cache-stats " + path("stats.jsonl"));

@@ -114,11 +114,11 @@ class ScriptedEngine final : public Engine {
 
 TEST(WindowedFlow, ScriptedMotionPicksKeyframesAndAlignsWindows) {
   WindowedOptions o;
-  o.scale_frames = 2;
+  o.stream.scale_frames = 2;
   o.window_size = 5;  // 3 keyframes per window
   o.overlap = 3;
-  o.flow_threshold = 2.5f;  // 0.25 units of motion
-  o.max_non_keyframe_gap = 4;
+  o.stream.flow_threshold = 2.5f;  // 0.25 units of motion
+  o.stream.max_non_keyframe_gap = 4;
   ScriptedEngine engine;
   int64_t fetched = 0;
   const WindowedResult r = run_windowed(
@@ -151,10 +151,10 @@ TEST(WindowedFlow, ScriptedMotionPicksKeyframesAndAlignsWindows) {
 // reference would still drop `overlap` frames per window when stitching).
 TEST(WindowedFlow, ScaleOnlyWindowsDoNotOverlap) {
   WindowedOptions o;
-  o.scale_frames = 4;
+  o.stream.scale_frames = 4;
   o.window_size = 3;
   o.overlap = 2;
-  o.flow_threshold = 1;
+  o.stream.flow_threshold = 1;
   ScriptedEngine engine;
   const WindowedResult r = run_windowed(engine, 10, scripted_frame, o);
   EXPECT_EQ(r.windows, (Windows{{0, 4}, {4, 8}, {8, 10}}));
@@ -165,10 +165,10 @@ WindowedOptions tiny_options(int window, int overlap, float threshold, int gap) 
   WindowedOptions o;
   o.window_size = window;
   o.overlap = overlap;
-  o.scale_frames = 4;
-  o.sliding_window = 6;
-  o.flow_threshold = threshold;
-  o.max_non_keyframe_gap = gap;
+  o.stream.scale_frames = 4;
+  o.stream.window = 6;
+  o.stream.flow_threshold = threshold;
+  o.stream.max_non_keyframe_gap = gap;
   return o;
 }
 

@@ -29,8 +29,8 @@ WindowedOptions opts(int window, int overlap, int overlap_kf, int scale, int k) 
   o.window_size = window;
   o.overlap = overlap;
   o.overlap_keyframes = overlap_kf;
-  o.scale_frames = scale;
-  o.keyframe_interval = k;
+  o.stream.scale_frames = scale;
+  o.stream.keyframe_interval = k;
   return o;
 }
 
@@ -210,7 +210,7 @@ TEST(WindowedParity, TinyMatchesReference) {
   const auto frames = test::tiny_frames();
   ASSERT_EQ(frames.size(), 16u);
   WindowedOptions o = opts(8, 4, -1, 4, 1);
-  o.sliding_window = 6;  // the fixture model's cache window (no eviction at 4 keyframes anyway)
+  o.stream.window = 6;  // the fixture model's cache window (no eviction at 4 keyframes anyway)
   std::vector<int64_t> fetched;
   std::vector<std::string> lines;
   const WindowedResult r = run_windowed(
@@ -256,7 +256,7 @@ TEST(WindowedDriver, ALoneWindowIsThePlainStream) {
   auto engine = Engine::create({.model = "synthetic:1", .arch = "tiny"});
   const auto frames = test::tiny_frames();
   WindowedOptions o = opts(64, 4, -1, 4, 1);
-  o.sliding_window = 6;
+  o.stream.window = 6;
   const WindowedResult r = run_windowed(
       *engine, 16, [&](int64_t i) { return frames[i]; }, o);
   ASSERT_EQ(r.windows, (Windows{{0, 16}}));

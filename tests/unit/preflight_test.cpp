@@ -201,8 +201,9 @@ TEST(Preflight, LongestWindowIsTheFirstWindowOfThePlan) {
   for (int64_t frames : {1, 3, 16, 64, 65, 200, 1000})
     for (int size : {1, 6, 16, 64})
       for (int k : {1, 3}) {
-        const WindowedOptions o{
-            .window_size = size, .overlap = 2, .scale_frames = 4, .keyframe_interval = k};
+        const WindowedOptions o{.window_size = size,
+                                .overlap = 2,
+                                .stream = {.scale_frames = 4, .keyframe_interval = k}};
         int64_t longest = 0;
         for (const auto& [b, e] : plan_windows(frames, o)) longest = std::max(longest, e - b);
         EXPECT_EQ(longest_window(frames, o), longest) << frames << " " << size << " " << k;
@@ -212,14 +213,14 @@ TEST(Preflight, LongestWindowIsTheFirstWindowOfThePlan) {
 // A windowed run resets its session per window: what it holds does not depend on the length of
 // the sequence, only on the window, and equals a streaming run of the longest window.
 TEST(Preflight, WindowedMemoryIsBoundedByTheWindow) {
-  const WindowedOptions o{.window_size = 64, .overlap = 16, .scale_frames = 8};
+  const WindowedOptions o{.window_size = 64, .overlap = 16, .stream = {.scale_frames = 8}};
   const auto windowed = [&](int64_t frames) {
     return estimate_windowed_memory(kReleased, DType::BF16, 378, 504, frames, o);
   };
   const MemoryEstimate a = windowed(200), b = windowed(100000);
   EXPECT_EQ(a.total, b.total);
   EXPECT_EQ(a.kv_cache, b.kv_cache);
-  const StreamOptions s = window_stream_options(o);
+  const StreamOptions s = per_window_stream(o);
   EXPECT_EQ(s.window, 56);  // a window holds 8 scale frames and 56 keyframes
   EXPECT_EQ(s.scale_frames, 8);
   EXPECT_EQ(a.total, estimate_memory(kReleased, DType::BF16, 378, 504, 64, s).total);
@@ -229,15 +230,15 @@ TEST(Preflight, WindowedMemoryIsBoundedByTheWindow) {
   EXPECT_EQ(windowed(20).total, estimate_memory(kReleased, DType::BF16, 378, 504, 20, s).total);
   // Sparser keyframes stretch the window in frames, not in cached frames.
   WindowedOptions sparse = o;
-  sparse.keyframe_interval = 4;
+  sparse.stream.keyframe_interval = 4;
   EXPECT_EQ(longest_window(1000, sparse), 8 + 56 * 4);
   EXPECT_EQ(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 1000, sparse).kv_cache,
             a.kv_cache);
 }
 
 TEST(Preflight, WindowedWithFlowCachesAtMostTheWindowSize) {
-  WindowedOptions o{.window_size = 64, .overlap = 16, .scale_frames = 8};
-  o.flow_threshold = 2;
+  WindowedOptions o{.window_size = 64, .overlap = 16, .stream = {.scale_frames = 8}};
+  o.stream.flow_threshold = 2;
   EXPECT_EQ(window_cached_frames(5000, o), 64);
   EXPECT_EQ(window_cached_frames(40, o), 40);
   EXPECT_EQ(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, o).total,
@@ -248,8 +249,9 @@ TEST(Preflight, WindowedWithFlowCachesAtMostTheWindowSize) {
 
 TEST(Preflight, WindowedCacheTermsMatchARealSessionOfTheLongestWindow) {
   // Window 14 > scale 4 + sliding window 6: the window evicts into the special stream.
-  const WindowedOptions o{.window_size = 14, .overlap = 2, .scale_frames = 4, .sliding_window = 6};
-  const StreamOptions s = window_stream_options(o);
+  const WindowedOptions o{
+      .window_size = 14, .overlap = 2, .stream = {.scale_frames = 4, .window = 6}};
+  const StreamOptions s = per_window_stream(o);
   const MemoryEstimate m = estimate_windowed_memory(kTiny, DType::F32, 56, 70, 40, o);
   EXPECT_EQ(m.kv_cache, estimate_memory(kTiny, DType::F32, 56, 70, 14, s).kv_cache);
   expect_caches_match(s, longest_window(40, o));
@@ -257,7 +259,7 @@ TEST(Preflight, WindowedCacheTermsMatchARealSessionOfTheLongestWindow) {
 
 TEST(Preflight, WindowedMilderSettingsAreTheWindowKnobs) {
   const WindowedOptions o{
-      .window_size = 128, .overlap = 16, .scale_frames = 8, .sliding_window = 64};
+      .window_size = 128, .overlap = 16, .stream = {.scale_frames = 8, .window = 64}};
   const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, o);
   // Less than the special stream of the 56 keyframes evicted past the sliding window.
   const size_t available = m.total - 100'000'000;
@@ -488,22 +490,23 @@ class RecordingEngine final : public Engine {
 TEST(Preflight, WindowedRunReservesOnlyThePagesAWindowFills) {
   // Windows of 4 scale frames + 4 keyframes, under a sliding window of 64: before, every window
   // reserved 4 + 64 + 1 pages per layer and filled 8.
-  const WindowedOptions o{.window_size = 8, .overlap = 2, .scale_frames = 4, .sliding_window = 64};
-  const StreamOptions s = window_stream_options(o);
+  const WindowedOptions o{
+      .window_size = 8, .overlap = 2, .stream = {.scale_frames = 4, .window = 64}};
+  const StreamOptions s = per_window_stream(o);
   EXPECT_EQ(s.window, 4);
   EXPECT_EQ(PagedKVCache::pool_pages(kv_cache_config(kTiny, 56, 70, s)), 9);
   const MemoryEstimate m = estimate_windowed_memory(kTiny, DType::F32, 56, 70, 20, o);
   EXPECT_EQ(m.kv_cache, PagedKVCache::bytes_for(kv_cache_config(kTiny, 56, 70, s), 8));
   // A sliding window longer than the window's keyframes changes nothing.
   WindowedOptions longer = o;
-  longer.sliding_window = 1000;
+  longer.stream.window = 1000;
   EXPECT_EQ(estimate_windowed_memory(kTiny, DType::F32, 56, 70, 20, longer).total, m.total);
   // A shorter one still sizes the pool (and evicts into the special stream).
   WindowedOptions shorter = o;
-  shorter.sliding_window = 2;
-  EXPECT_EQ(window_stream_options(shorter).window, 2);
-  EXPECT_EQ(
-      PagedKVCache::pool_pages(kv_cache_config(kTiny, 56, 70, window_stream_options(shorter))), 7);
+  shorter.stream.window = 2;
+  EXPECT_EQ(per_window_stream(shorter).window, 2);
+  EXPECT_EQ(PagedKVCache::pool_pages(kv_cache_config(kTiny, 56, 70, per_window_stream(shorter))),
+            7);
 
   // What run_windowed really starts and reserves.
   auto tiny = Engine::create({.model = "synthetic:1", .arch = "tiny"});
@@ -519,8 +522,43 @@ TEST(Preflight, WindowedRunReservesOnlyThePagesAWindowFills) {
   EXPECT_EQ(engine.camera_reserved, m.camera_cache);
 }
 
+// Windows run with the whole of WindowedOptions::stream: the special-token settings reach each
+// window's session (an earlier copy of seven fields dropped them), and the estimate of a window
+// is what that session reserves.
+TEST(Preflight, WindowedRunPassesEveryStreamSettingToItsWindows) {
+  WindowedOptions o{.window_size = 12, .overlap = 2};
+  o.stream = {.scale_frames = 2,
+              .window = 3,
+              .keyframe_interval = 1,
+              .camera_iterations = 2,
+              .cross_frame_special = false,
+              .camera_only = true,
+              .include_scale_frames = false,
+              .max_special_frames = 5};
+  auto tiny = Engine::create({.model = "synthetic:1", .arch = "tiny"});
+  RecordingEngine engine(*tiny);
+  Tensor image = Tensor::zeros({3, 56, 70});
+  for (int64_t i = 0; i < image.numel(); ++i) image.f32()[i] = static_cast<float>(i % 83) / 83.f;
+  const WindowedResult r = run_windowed(
+      engine, 16, [&](int64_t) { return image; }, o);
+  EXPECT_EQ(r.windows.size(), 2u);
+  ASSERT_EQ(engine.started.size(), 1u);
+  const StreamOptions& s = engine.started[0];
+  EXPECT_FALSE(s.cross_frame_special);
+  EXPECT_TRUE(s.camera_only);
+  EXPECT_FALSE(s.include_scale_frames);
+  EXPECT_EQ(s.scale_frames, 2);
+  EXPECT_EQ(s.window, 3);
+  EXPECT_EQ(s.camera_iterations, 2);
+  EXPECT_EQ(s.max_special_frames, 5);
+  const MemoryEstimate m = estimate_windowed_memory(kTiny, DType::F32, 56, 70, 16, o);
+  EXPECT_EQ(engine.kv_reserved, m.kv_cache);
+  EXPECT_EQ(engine.camera_reserved, m.camera_cache);
+}
+
 TEST(Preflight, WindowedShortfallScansOnlySlidingWindowsThatShrinkThePool) {
-  const WindowedOptions o{.window_size = 24, .overlap = 4, .scale_frames = 8, .sliding_window = 64};
+  const WindowedOptions o{
+      .window_size = 24, .overlap = 4, .stream = {.scale_frames = 8, .window = 64}};
   const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 500, o);
   const size_t available = m.total - 50'000'000;
   const MilderSettings line =
@@ -529,17 +567,17 @@ TEST(Preflight, WindowedShortfallScansOnlySlidingWindowsThatShrinkThePool) {
   const int window = *line.window;
   EXPECT_LT(window, 16);  // below the 16 keyframes a window holds
   WindowedOptions fit = o;
-  fit.sliding_window = window;
+  fit.stream.window = window;
   EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 500, fit).total, available);
 }
 
 TEST(Preflight, WindowedShortfallNamesASpecialFrameCapWhenWindowsEvict) {
   // 600-frame windows through a sliding window of 16 evict 576 frames' specials each.
   const WindowedOptions o{
-      .window_size = 600, .overlap = 16, .scale_frames = 8, .sliding_window = 16};
+      .window_size = 600, .overlap = 16, .stream = {.scale_frames = 8, .window = 16}};
   const MemoryEstimate m = estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, o);
   WindowedOptions capped = o;
-  capped.max_special_frames = 100;
+  capped.stream.max_special_frames = 100;
   const size_t available =
       estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, capped).total;
   ASSERT_LT(available, m.total);
@@ -549,8 +587,8 @@ TEST(Preflight, WindowedShortfallNamesASpecialFrameCapWhenWindowsEvict) {
   ASSERT_GE(cap, 100);
   EXPECT_LT(cap, 576);
   WindowedOptions fit = o, over = o;
-  fit.max_special_frames = cap;
-  over.max_special_frames = cap + 1;
+  fit.stream.max_special_frames = cap;
+  over.stream.max_special_frames = cap + 1;
   EXPECT_LE(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, fit).total, available);
   EXPECT_GT(estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 5000, over).total,
             available);
@@ -609,7 +647,7 @@ TEST(Preflight, ResultsCountInTheTotalOnlyOnTheHost) {
   EXPECT_EQ(on_gpu.total, model.total);
   // Named in the breakdown.
   // Windowed results cover the whole sequence, not one window.
-  const WindowedOptions o{.window_size = 64, .overlap = 16, .scale_frames = 8};
+  const WindowedOptions o{.window_size = 64, .overlap = 16, .stream = {.scale_frames = 8}};
   const MemoryEstimate wa =
       estimate_windowed_memory(kReleased, DType::BF16, 378, 504, 200, o, &cpu);
   const MemoryEstimate wb =

@@ -179,7 +179,8 @@ TEST_F(RunPipeline, WritesThePredictionsAndExportsOfTheSession) {
 }
 
 TEST_F(RunPipeline, WindowedRunDeliversTheStitchedResultsInOrder) {
-  const WindowedOptions w{.window_size = 8, .overlap = 4, .scale_frames = 4, .sliding_window = 6};
+  const WindowedOptions w{
+      .window_size = 8, .overlap = 4, .stream = {.scale_frames = 4, .window = 6}};
   const WindowedResult want = run_windowed(
       *engine_, 16, [&](int64_t i) { return frames_[i]; }, w);
   ScriptedSource source(frames_);
@@ -261,8 +262,8 @@ TEST_F(RunPipeline, ASourceFailingPartWayWritesTheFramesBeforeIt) {
     ScriptedSource source(frames_, 9);
     RunOptions ro{.stream = stream_, .out_dir = out_};
     if (windowed)
-      ro.windowed =
-          WindowedOptions{.window_size = 8, .overlap = 4, .scale_frames = 4, .sliding_window = 6};
+      ro.windowed = WindowedOptions{
+          .window_size = 8, .overlap = 4, .stream = {.scale_frames = 4, .window = 6}};
     ro.exports.formats = {"tum"};
     try {
       run(*engine_, source, ro);
