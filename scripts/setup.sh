@@ -6,7 +6,7 @@
 set -euo pipefail
 # The program and the viewer (`lingbot-map view`); FFmpeg writes the demo's fly.mp4.
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
-          libcli11-dev libpng-dev zlib1g-dev libjpeg-dev libboost-dev
+          libcli11-dev libpng-dev zlib1g-dev libjpeg-dev libboost-dev libzstd-dev
           libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libavdevice-dev)
 if [[ ${1:-all} != demo ]]; then
   packages+=(libgtest-dev libbenchmark-dev clang pybind11-dev python3-dev python3-numpy

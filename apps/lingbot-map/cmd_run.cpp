@@ -172,6 +172,8 @@ int run(const RunArgs& a) {
       (saved ? saved->frames : 0);
   RunOptions o{.out_dir = a.out, .cache_stats_path = a.cache_stats};
   o.exports = export_options(a.exports, {});
+  // A folder's frames have no times: the MCAP stamps count them at --fps (10 by default).
+  if (a.fps > 0) o.exports.frame_rate = a.fps;
   const int64_t keep_recent = in.keep_recent;
   StreamOptions stream = saved ? saved->options : a.stream;
   // The model was trained with video RoPE over 320 views; longer videos keep about that many

@@ -103,7 +103,8 @@ class Progress {
 void add_export_options(CLI::App* sub, ExportArgs& a) {
   sub->add_option("--export", a.formats,
                   "files for other tools, comma-separated: tum, kitti, json, depth, depth_f32, "
-                  "ply, glb, images, colmap, nerfstudio, all or none")
+                  "ply, glb, images, colmap, nerfstudio, mcap (a ROS 2 bag), all (all but mcap) "
+                  "or none")
       ->capture_default_str();
   sub->add_option("--conf-threshold", a.conf_threshold,
                   "points (ply, glb, colmap) need a confidence above this")

@@ -22,6 +22,7 @@
 //   images/NAME                                the model input (colours for render, colmap...)
 //   colmap/{cameras,images,points3D}.txt       COLMAP text model
 //   transforms.json                            nerfstudio cameras
+//   result.mcap                                ROS 2 messages (MCAP, CDR): poses, TF, maps, points
 #pragma once
 
 #include <cstdint>
@@ -113,6 +114,21 @@ std::unique_ptr<ResultSink> make_nerfstudio_sink(const std::string& path,
                                                  NerfstudioOptions options = {},
                                                  FrameNamer name = {});
 
+// A ROS 2 bag in MCAP (the storage of rosbag2 since Iron; Foxglove opens it): CDR messages with
+// their full ros2msg definitions, in zstd chunks, indexed at finish() and readable up to the last
+// complete chunk before it. Per frame: /tf (map -> lingbot_camera -> lingbot_camera_optical),
+// /lingbot/odometry, /lingbot/camera_info, /lingbot/depth and /lingbot/confidence (32FC1),
+// /lingbot/image (JPEG, when the frame is given); /lingbot/points per keyframe (the PLY's points,
+// in map); /lingbot/path at most once a second of stream time and at the end. Frames whose pose is
+// not finite are skipped (notes()). Throws Error in builds without zstd.
+struct McapOptions {
+  PointOptions points;
+  // Seconds of frame `index` (a video's clock); empty or non-finite = index / frame_rate.
+  std::function<double(int64_t)> timestamp;
+  double frame_rate = 10;
+};
+std::unique_ptr<ResultSink> make_mcap_sink(const std::string& path, McapOptions options = {});
+
 // A set of exports under one folder.
 struct ExportOptions {
   std::string out_dir;
@@ -125,10 +141,13 @@ struct ExportOptions {
   // Cameras of frames before this run's (a continued session's, without maps): the camera-only
   // exports (tum, kitti, json) begin with them.
   std::vector<FrameResult> history;
+  // Frames a second for the MCAP stamps of a source without times (a folder of pictures).
+  double frame_rate = 10;
 };
 
-// "tum,kitti,json,depth,depth_f32,ply,glb,images,colmap,nerfstudio", "all" or "none" (or empty);
-// throws Error naming an unknown entry.
+// "tum,kitti,json,depth,depth_f32,ply,glb,images,colmap,nerfstudio,mcap", "all" (every one but
+// mcap, which holds the others' content again) or "none" (or empty); throws Error naming an
+// unknown entry.
 std::vector<std::string> parse_export_list(const std::string& list);
 
 // The files and folders (relative to the output folder) that a run writes there: run.json,

@@ -199,7 +199,8 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
     input: a folder of images, a video file, a capture device or a stream URL, sampled as the
     CLI does (fps, first_k, stride). out: the folder for predictions.safetensors and the exports
     (the same files as the CLI writes; None writes nothing). export: "tum,ply" or ["tum", "ply"]
-    (tum, kitti, json, depth, depth_f32, ply, glb, images, colmap, nerfstudio, all). mode:
+    (tum, kitti, json, depth, depth_f32, ply, glb, images, colmap, nerfstudio, mcap; all: all
+    but mcap). mode:
     "streaming" or "windowed" (window_size, overlap, overlap_keyframes). The model comes from `engine`, or is
     loaded from `model` (arch, device, precision, threads). keyframe_interval 0 = the demo's
     rule (about 320 keyframes per video). The other arguments are the CLI's options of the same

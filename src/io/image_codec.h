@@ -30,6 +30,10 @@ struct GrayU16 {
 };
 GrayU16 decode_png_gray16(const uint8_t* data, size_t size, const std::string& what,
                           size_t max_pixels);
+
+// Baseline JPEG of an 8-bit RGB image (libjpeg's defaults at `quality`, 4:2:0); for messages
+// that carry pictures (the MCAP export's /lingbot/image). Throws Error on failure.
+std::vector<uint8_t> encode_jpeg(const ImageU8& img, int quality);
 // The bytes of a PNG up to the first chunk whose declared data runs past the end (all of them
 // when every chunk fits, or after IEND): what decode_png hands libpng.
 size_t png_bytes_that_fit(const uint8_t* data, size_t size);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstdlib>
 #include <cstring>
 
 #include "io/image_codec.h"
@@ -182,6 +183,56 @@ ImageU8 decode_jpeg(const uint8_t* data, size_t size, const std::string& what, s
     }
   }
   return apply_orientation(std::move(img), orientation);
+}
+
+}  // namespace lingbot::codec
+
+namespace lingbot::codec {
+namespace {
+
+// Owns nothing with a destructor (see the top of the file); libjpeg allocates *out.
+bool jpeg_encode_all(j_compress_ptr cinfo, const ImageU8& img, int quality, unsigned char** out,
+                     unsigned long* size) {
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  if (setjmp(e->jump)) return false;
+  jpeg_create_compress(cinfo);
+  jpeg_mem_dest(cinfo, out, size);
+  cinfo->image_width = static_cast<JDIMENSION>(img.width);
+  cinfo->image_height = static_cast<JDIMENSION>(img.height);
+  cinfo->input_components = 3;
+  cinfo->in_color_space = JCS_RGB;
+  jpeg_set_defaults(cinfo);
+  jpeg_set_quality(cinfo, quality, TRUE);
+  jpeg_start_compress(cinfo, TRUE);
+  while (cinfo->next_scanline < cinfo->image_height) {
+    JSAMPROW row = const_cast<JSAMPROW>(img.rgb.data() +
+                                        static_cast<size_t>(cinfo->next_scanline) * img.width * 3);
+    jpeg_write_scanlines(cinfo, &row, 1);
+  }
+  jpeg_finish_compress(cinfo);
+  return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_jpeg(const ImageU8& img, int quality) {
+  if (img.width <= 0 || img.height <= 0 ||
+      img.rgb.size() != static_cast<size_t>(img.width) * img.height * 3)
+    fail("JPEG encoder", "not an RGB image of its size");
+  jpeg_compress_struct cinfo{};
+  JpegErrors errors{};
+  cinfo.err = jpeg_std_error(&errors.mgr);
+  errors.mgr.error_exit = jpeg_on_error;
+  errors.mgr.output_message = jpeg_on_message;
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const bool ok = jpeg_encode_all(&cinfo, img, quality, &out, &size);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> bytes;
+  if (ok) bytes.assign(out, out + size);
+  std::free(out);
+  if (!ok) fail("JPEG encoder", errors.message);
+  return bytes;
 }
 
 }  // namespace lingbot::codec

@@ -277,7 +277,9 @@ std::string default_frame_name(int64_t index) {
 namespace {
 const char* const kFormats[] = {"tum", "kitti", "json",   "depth",  "depth_f32",
                                 "ply", "glb",   "images", "colmap", "nerfstudio"};
-}
+// Named only: not in "all".
+const char* const kNamedOnly[] = {"mcap"};
+}  // namespace
 
 std::vector<std::string> parse_export_list(const std::string& list) {
   std::vector<std::string> out;
@@ -292,11 +294,12 @@ std::vector<std::string> parse_export_list(const std::string& list) {
       out.assign(std::begin(kFormats), std::end(kFormats));
       continue;
     }
-    if (std::find(std::begin(kFormats), std::end(kFormats), item) == std::end(kFormats))
+    if (std::find(std::begin(kFormats), std::end(kFormats), item) == std::end(kFormats) &&
+        std::find(std::begin(kNamedOnly), std::end(kNamedOnly), item) == std::end(kNamedOnly))
       throw Error(
           "unknown export format '" + item +
               "' (tum, kitti, json, depth, depth_f32, ply, glb, images, colmap, nerfstudio, "
-              "all or none)",
+              "mcap, all or none)",
           ErrorKind::InvalidArgument);
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
@@ -313,7 +316,8 @@ ResultOutputs export_outputs(const ExportOptions& o) {
   auto has = [&](const char* f) { return has_format(o, f); };
   return {.glb = has("glb"),
           .point_stride = o.points.stride,
-          .voxel_filters = o.points.voxel > 0 ? has("ply") + has("glb") + has("colmap") : 0};
+          .voxel_filters =
+              o.points.voxel > 0 ? has("ply") + has("glb") + has("colmap") + has("mcap") : 0};
 }
 
 const std::vector<std::string>& run_output_names() {
@@ -334,7 +338,8 @@ const std::vector<std::string>& run_output_names() {
                                                  "points.glb",
                                                  "images",
                                                  "colmap",
-                                                 "transforms.json"};
+                                                 "transforms.json",
+                                                 "result.mcap"};
   return names;
 }
 
@@ -385,6 +390,10 @@ std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& o) {
     if (has("ply")) n.ply_file = "points.ply";
     sinks.push_back(make_nerfstudio_sink(dir + "/transforms.json", n, name));
   }
+  if (has("mcap"))
+    sinks.push_back(
+        make_mcap_sink(dir + "/result.mcap",
+                       {.points = o.points, .timestamp = o.timestamp, .frame_rate = o.frame_rate}));
   return sinks;
 }
 
