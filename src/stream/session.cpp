@@ -5,6 +5,7 @@
 
 #include "lingbot/error.h"
 #include "model/pose.h"
+#include "stream/result_camera.h"
 
 namespace lingbot {
 
@@ -113,12 +114,7 @@ FrameResult StreamSession::make_result(const Model::Output& out, int64_t f) {
   r.index = next_index_++;
   r.scale_frame = r.index < seq_->scale_frames();
   std::memcpy(r.pose_enc.data(), out.pose_enc.f32() + f * 9, 9 * sizeof(float));
-  const CameraPose pose = decode_pose(r.pose_enc.data(), h, w);
-  std::memcpy(r.c2w.data(), pose.c2w, sizeof(pose.c2w));
-  std::memcpy(r.w2c.data(), pose.w2c, sizeof(pose.w2c));
-  std::memcpy(r.intrinsics.data(), pose.K, sizeof(pose.K));
-  r.height = h;
-  r.width = w;
+  set_camera_from_pose_enc(r, h, w);
   r.depth.assign(out.depth.f32() + f * plane, out.depth.f32() + (f + 1) * plane);
   r.confidence.assign(out.conf.f32() + f * plane, out.conf.f32() + (f + 1) * plane);
   if (out.descriptor.defined()) {
@@ -186,13 +182,7 @@ std::vector<FrameResult> StreamSession::trajectory() const {
     r.keyframe = c.flags & kCameraKeyframe;
     r.scale_frame = c.flags & kCameraScaleFrame;
     r.pose_enc = c.pose_enc;
-    // The same decoding as the delivered result's, so the cameras are equal bit for bit.
-    const CameraPose pose = decode_pose(r.pose_enc.data(), h, w);
-    std::memcpy(r.c2w.data(), pose.c2w, sizeof(pose.c2w));
-    std::memcpy(r.w2c.data(), pose.w2c, sizeof(pose.w2c));
-    std::memcpy(r.intrinsics.data(), pose.K, sizeof(pose.K));
-    r.height = h;
-    r.width = w;
+    set_camera_from_pose_enc(r, h, w);  // as the delivered result's, bit for bit
     out.push_back(std::move(r));
   }
   return out;

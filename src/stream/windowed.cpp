@@ -11,6 +11,7 @@
 
 #include "lingbot/error.h"
 #include "model/pose.h"
+#include "stream/result_camera.h"
 
 namespace lingbot {
 namespace {
@@ -287,13 +288,7 @@ WindowedRun run_windowed(Engine& engine, int64_t frames,
       f.scale_frame = current.frame_type[i] == 0;
       f.keyframe = current.is_keyframe(i);
       f.pose_enc = current.pose_enc[i];
-      const CameraPose p =
-          decode_pose(f.pose_enc.data(), static_cast<int>(height), static_cast<int>(width));
-      std::memcpy(f.c2w.data(), p.c2w, sizeof(p.c2w));
-      std::memcpy(f.w2c.data(), p.w2c, sizeof(p.w2c));
-      std::memcpy(f.intrinsics.data(), p.K, sizeof(p.K));
-      f.height = static_cast<int>(height);
-      f.width = static_cast<int>(width);
+      set_camera_from_pose_enc(f, static_cast<int>(height), static_cast<int>(width));
       f.depth.assign(current.depth.begin() + i * plane, current.depth.begin() + (i + 1) * plane);
       f.confidence.assign(current.conf.begin() + i * plane, current.conf.begin() + (i + 1) * plane);
       on_result(f);
