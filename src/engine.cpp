@@ -24,7 +24,7 @@ class EngineImpl final : public Engine {
       backend_ = make_cpu_backend(o.threads);
     } else if (const int gpu = cuda_device_index(o.device); gpu >= 0) {
       std::string why;
-      backend_ = make_cuda_backend(gpu, &why);
+      backend_ = make_cuda_backend(gpu, &why, parse_gpu_path(o.gpu_path));
       if (!backend_) throw Error("no CUDA backend: " + why);
     } else {
       throw Error("unknown device '" + o.device + "' (expected cpu, cuda or cuda:N)",
