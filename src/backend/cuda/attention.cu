@@ -63,8 +63,11 @@ __device__ __forceinline__ void widen_e4m3x16(const uint4 raw, uint4& lo, uint4&
                   e4m3x2_to_bf16x2(raw.w >> 16));
 }
 
+// kF8: at most 128 registers a thread, so that two 8-warp CTAs fit a multiprocessor as with bf16
+// K/V (the widening took the kernel to 143 registers, one CTA a multiprocessor).
 template <int kWarps, bool kF8>
-__global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const KernelArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, kF8 ? 2 : 1)
+    attention_mma_kernel(const KernelArgs a) {
   await_inputs();
   constexpr int kBM = 16 * kWarps, kThreads = kWarps * 32;
   // Each thread copies whole 16-byte chunks: 8 to a bf16 row, 4 to an e4m3 one.
