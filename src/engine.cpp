@@ -20,11 +20,12 @@ namespace {
 class EngineImpl final : public Engine {
  public:
   explicit EngineImpl(const EngineOptions& o) {
+    const GpuPath gpu_path = parse_gpu_path(o.gpu_path);  // checked on the CPU device too
     if (o.device == "cpu") {
       backend_ = make_cpu_backend(o.threads);
     } else if (const int gpu = cuda_device_index(o.device); gpu >= 0) {
       std::string why;
-      backend_ = make_cuda_backend(gpu, &why);
+      backend_ = make_cuda_backend(gpu, &why, gpu_path);
       if (!backend_) throw Error("no CUDA backend: " + why);
     } else {
       throw Error("unknown device '" + o.device + "' (expected cpu, cuda or cuda:N)",

@@ -57,6 +57,7 @@ nlohmann::ordered_json report_header(const BenchArgs& a, const ModelInfo& info) 
   return {{"arch", info.arch},
           {"backend", info.backend},
           {"precision", a.engine.precision},
+          {"gpu_path", a.engine.gpu_path},
           {"compute", info.compute},
           {"kv_cache", info.kv_cache},
           {"height", a.height},
@@ -420,8 +421,12 @@ void add_bench(CLI::App& app) {
   sub->add_option("--threads", a->engine.threads, "CPU threads (0 = all cores)")
       ->check(kNonNegative);
   sub->add_option("--precision", a->engine.precision,
-                  "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on H100/H200)")
+                  "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on the GPU)")
       ->capture_default_str();
+  sub->add_option("--gpu-path", a->engine.gpu_path,
+                  "auto, hopper or portable (the kernels of sm_80/86/89 GPUs, on any GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "hopper", "portable"}));
   sub->add_option("--frames", a->frames, "frames to stream")->capture_default_str();
   sub->add_option("--height", a->height, "frame height")->capture_default_str();
   sub->add_option("--width", a->width, "frame width")->capture_default_str();

@@ -342,8 +342,12 @@ void add_stream_options(CLI::App* sub, EngineOptions& e, StreamOptions& s) {
   sub->add_option("--device", e.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--threads", e.threads, "CPU threads (0 = all cores)")->check(kNonNegative);
   sub->add_option("--precision", e.precision,
-                  "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on H100/H200)")
+                  "auto, f32, bf16 or fp8 (the KV cache in e4m3; auto picks it on the GPU)")
       ->capture_default_str();
+  sub->add_option("--gpu-path", e.gpu_path,
+                  "auto, hopper or portable (the kernels of sm_80/86/89 GPUs, on any GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "hopper", "portable"}));
   sub->add_option("--scale-frames", s.scale_frames, "frames of phase 1, kept forever")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));

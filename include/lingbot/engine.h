@@ -31,10 +31,13 @@ struct EngineOptions {
   std::string device = "cpu";
   // Transformer math: "f32", "bf16" (fp32 accumulation; heads stay f32; the KV cache bf16 too),
   // "fp8" (as "auto" with the global layers' KV cache in e4m3 with per-head scales: half the
-  // bytes of bf16; on the GPU it needs compute capability 9.0, H100/H200), or "auto": f32 on the
-  // CPU; bf16 on the GPU, with the fp8 KV cache where the GPU reads it (as fast as bf16 there
-  // and within the bf16 engine's tolerances).
+  // bytes of bf16; the CPU and every GPU), or "auto": f32 on the CPU; bf16 on the GPU, with the
+  // fp8 KV cache (within the bf16 engine's tolerances).
   std::string precision = "auto";
+  // Which CUDA kernels run: "auto" (the Hopper kernels on H100/H200, the portable ones
+  // elsewhere), "hopper" (an error on other GPUs) or "portable" (what an sm_80/86/89 GPU runs:
+  // mma.sync attention and convolutions, no Hopper-only instructions; measurable on an H100).
+  std::string gpu_path = "auto";
   int threads = 0;  // CPU threads, 0 = all cores
 };
 

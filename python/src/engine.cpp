@@ -196,7 +196,7 @@ void bind_engine(py::module_& m) {
            "(\"synthetic:SEED\").\n"
            "arch: \"lingbot-map\", \"tiny\" or None (from the checkpoint). device: \"cpu\" or "
            "\"cuda\".\nprecision: \"auto\" (f32 on the CPU; bf16 on the GPU, with the KV cache in "
-           "e4m3 on H100/H200), \"f32\", \"bf16\" (a bf16 KV cache too) or \"fp8\" (the KV "
+           "e4m3), \"f32\", \"bf16\" (a bf16 KV cache too) or \"fp8\" (the KV "
            "cache in e4m3). threads: CPU threads, 0 = all.")
       .def(
           "start",

@@ -13,7 +13,7 @@ bool cuda_reads_fp8_kv(int) {
 bool cuda_peak_bf16_flops(int, double*, std::string*) {
   return false;
 }
-std::unique_ptr<Backend> make_cuda_backend(int, std::string* why) {
+std::unique_ptr<Backend> make_cuda_backend(int, std::string* why, GpuPath) {
   if (why) *why = "this build has no CUDA backend (configure with nvcc available)";
   return nullptr;
 }

@@ -439,4 +439,12 @@ void Backend::do_upsample_conv2d(const Tensor& x, const Tensor* add, int64_t ho,
   do_conv2d(up, w, b, stride, pad, y, act, false);
 }
 
+GpuPath parse_gpu_path(const std::string& name) {
+  if (name == "auto") return GpuPath::kAuto;
+  if (name == "hopper") return GpuPath::kHopper;
+  if (name == "portable") return GpuPath::kPortable;
+  throw Error("unknown GPU path '" + name + "' (auto, hopper or portable)",
+              ErrorKind::InvalidArgument);
+}
+
 }  // namespace lingbot

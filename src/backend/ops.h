@@ -156,7 +156,8 @@ class Backend {
   // Device memory still free for this process (driver view); 0 = unknown, as on the CPU.
   virtual size_t device_memory_free() const { return 0; }
   // Whether attention reads an e4m3 KV cache here (KVSegment::scales): the CPU always; CUDA on
-  // compute capability 9.0, whose attention kernel widens the bytes as it loads them.
+  // every GPU it runs on (sm_80 and newer): the Hopper kernel takes S on e4m3 operands, the
+  // mma.sync kernel widens the bytes to bf16 as it loads them.
   virtual bool reads_fp8_kv() const { return true; }
 
   // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]).
@@ -286,7 +287,17 @@ std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores
 // Null when the build has no CUDA or no such device is present; `why` says which. The first
 // form is device 0.
 std::unique_ptr<Backend> make_cuda_backend(std::string* why = nullptr);
-std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why);
+// Which kernels the CUDA backend runs. kAuto: the Hopper kernels (wgmma attention and
+// convolutions, programmatic dependent launch) on compute capability 9.0, the portable ones
+// elsewhere. kPortable: what an sm_80/86/89 GPU runs, on any GPU (mma.sync attention, mma.sync
+// convolutions, plain launches): the path most users' GPUs take, measurable on an H100. kHopper:
+// kAuto, but an error where the GPU is not compute capability 9.0. cuBLASLt picks its own GEMM
+// kernels for the GPU at hand either way.
+enum class GpuPath { kAuto, kHopper, kPortable };
+// "auto", "hopper" or "portable"; anything else throws an InvalidArgument Error.
+GpuPath parse_gpu_path(const std::string& name);
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why,
+                                           GpuPath path = GpuPath::kAuto);
 // Backend::reads_fp8_kv of CUDA device `device`, without making a backend (false when there is
 // no such device or no CUDA build).
 bool cuda_reads_fp8_kv(int device);

@@ -43,7 +43,7 @@ void resolve_precision(const std::string& precision, bool cuda, bool reads_fp8_k
     throw Error("bf16 precision needs the cuda device (the CPU runs f32)",
                 ErrorKind::InvalidArgument);
   if (precision == "fp8" && !reads_fp8_kv)
-    throw Error("fp8 precision needs a GPU of compute capability 9.0 (H100, H200) or the CPU",
+    throw Error("fp8 precision needs the CPU or a GPU of compute capability 8.0 or newer",
                 ErrorKind::InvalidArgument);
   config.compute = precision == "bf16" || (precision != "f32" && cuda) ? DType::BF16 : DType::F32;
   // On the GPU the e4m3 cache is as fast as bf16 and within the bf16 engine's tolerances

@@ -48,7 +48,10 @@ Backends& backends() {
   static Backends b;
   if (!b.tried) {
     b.tried = true;
-    b.gpu = make_cuda_backend(&b.why);
+    // LINGBOT_TEST_GPU_PATH=portable runs every test on the portable path (on an H100: what an
+    // sm_80/86/89 GPU runs).
+    const char* path = std::getenv("LINGBOT_TEST_GPU_PATH");
+    b.gpu = make_cuda_backend(0, &b.why, parse_gpu_path(path && *path ? path : "auto"));
     if (b.gpu) b.cpu = make_cpu_backend();
   }
   return b;
@@ -909,17 +912,23 @@ KvSet make_kv(Rng& rng, int h, int d, DType dt, const std::vector<SegSpec>& spec
 }
 
 // The kernels a bf16 head_dim-64 call can take: mma.sync everywhere, and the wgmma kernel on
-// compute capability 9.0 (the backend's name ends in "sm_90)").
+// compute capability 9.0 (the backend's name ends in "sm_90)"; not on the portable path).
+// e4m3 K/V: mma.sync (widened to bf16) and, on sm_90, wgmma (S on e4m3).
 struct AttnVariant {
   const char* impl;  // BackendSwitches::attn_impl (LINGBOT_ATTN_IMPL)
 };
 std::vector<AttnVariant> attention_variants(const KvSet& kv) {
   // Without tensor cores the default may be the row kernel (few queries); the generic kernel
   // is then compared too.
-  if (kv.dt == DType::F8E4M3) return {{"default"}};
+  const bool hopper = gpu().name().find(", sm_90)") != std::string::npos;
+  if (kv.dt == DType::F8E4M3) {
+    std::vector<AttnVariant> v = {{"mma"}};
+    if (hopper) v.push_back({"wgmma"});
+    return v;
+  }
   if (kv.dt != DType::BF16 || kv.d != 64) return {{"default"}, {"generic"}};
   std::vector<AttnVariant> v = {{"mma"}};
-  if (gpu().name().find(", sm_90)") != std::string::npos) v.push_back({"wgmma"});
+  if (hopper) v.push_back({"wgmma"});
   return v;
 }
 
@@ -974,16 +983,22 @@ void check_attention(Rng& rng, const KvSet& kv, int64_t nq, DType out_dt, double
   Tensor qs = Tensor::zeros({nr, h, d});
   for (int64_t i = 0; i < nr; ++i)
     std::memcpy(qs.f32() + i * row, q.f32() + rows[i] * row, row * 4);
-  // e4m3 K/V: the kernel computes S on e4m3 queries, so the CPU gets the same queries.
+  // e4m3 K/V: the wgmma kernel computes S on e4m3 queries, so the CPU gets the same queries for
+  // it; the mma.sync kernel keeps the bf16 queries.
   const bool e4m3 = kv.dt == DType::F8E4M3;
-  Tensor want = Tensor::zeros({nr, h, d});
-  cpu().attention(e4m3 ? e4m3_queries(qs, d) : qs, kv.host_segs, scale, want);
+  Tensor want = Tensor::zeros({nr, h, d}), want_e4m3q;
+  cpu().attention(qs, kv.host_segs, scale, want);
   for (size_t v = 0; v < outs.size(); ++v) {
     const Tensor& got = outs[v];
+    const bool e4m3_queries_used = e4m3 && std::strcmp(variants[v].impl, "wgmma") == 0;
+    if (e4m3_queries_used && !want_e4m3q.defined()) {
+      want_e4m3q = Tensor::zeros({nr, h, d});
+      cpu().attention(e4m3_queries(qs, d), kv.host_segs, scale, want_e4m3q);
+    }
     Tensor gs = Tensor::zeros({nr, h, d});
     for (int64_t i = 0; i < nr; ++i)
       std::memcpy(gs.f32() + i * row, got.f32() + rows[i] * row, row * 4);
-    const auto a = test::compare(gs, want);
+    const auto a = test::compare(gs, e4m3_queries_used ? want_e4m3q : want);
     EXPECT_LT(a.relative(), tol) << "nq=" << nq << " keys=" << kv.keys
                                  << " segments=" << kv.dev_segs.size() << " kernel "
                                  << variants[v].impl << " max|ref|=" << a.max_abs_ref;
@@ -1115,17 +1130,14 @@ TEST(GpuOps, AttentionBF16ScoresJumpLateOrEarly) {
 // 79 segments: 70 short ones of 1 to 61 keys (shorter than any tile) between pages of 972, a
 // special-token stream and the current frame. Tiles straddle many segment boundaries and some
 // tiles span several segments.
-bool on_sm90() {
-  return gpu().name().find(", sm_90)") != std::string::npos;
-}
 std::vector<SegSpec> ragged_cache();
 
-// e4m3 K/V (the fp8 KV cache) on the Hopper kernel against the CPU attention over the same
-// bytes and scales: the whole window with the special stream, ragged segments, a late score
-// jump (keys past the scales' headroom saturate the same way on both), single rows.
+// e4m3 K/V (the fp8 KV cache) on every kernel that reads it (mma.sync everywhere, wgmma on
+// Hopper) against the CPU attention over the same bytes and scales: the whole window with the
+// special stream, ragged segments, a late score jump (keys past the scales' headroom saturate the
+// same way on both), single rows.
 TEST(GpuOps, AttentionFp8MatchesTheCpuOnTheSameBytes) {
   REQUIRE_GPU();
-  if (!on_sm90()) GTEST_SKIP() << "the fp8 KV cache needs compute capability 9.0";
   Rng rng;
   TRACE_SEED(rng);
   const DType f8 = DType::F8E4M3;
@@ -1151,6 +1163,43 @@ TEST(GpuOps, AttentionFp8MatchesTheCpuOnTheSameBytes) {
   check_attention(rng, make_kv(rng, 3, 64, f8, {{'d', 1}}, 1.f), 1, DType::F32, kTolAttnBF16);
   check_attention(rng, make_kv(rng, 2, 64, f8, {{'d', 26}, {'s', 12, 6}, {'d', 3}}, 1.f), 7,
                   DType::BF16, kTolAttnBF16);
+}
+
+// The mma.sync kernel's e4m3 loads at odd shapes (table below): head counts that are not powers
+// of two, key counts around the 64-key tile and the 16-byte chunk, query counts around the 16-
+// and 128-row tiles, several segments of odd lengths (tiles straddling them), forced key splits
+// (the V scale before the merge), both output dtypes. Poisoned outputs, every row checked against
+// the CPU over the same bytes and scales.
+TEST(GpuOps, AttentionFp8MmaOddShapes) {
+  REQUIRE_GPU();
+  Rng rng;
+  TRACE_SEED(rng);
+  struct Case {
+    int heads;
+    std::vector<SegSpec> segs;
+    int64_t nq;
+    DType out;
+    float qscale;
+    int splits;  // BackendSwitches::attn_splits, 0: automatic
+  };
+  const std::vector<Case> cases = {
+      {1, {{'d', 1}}, 1, DType::F32, 1.f, 0},
+      {3, {{'d', 63}}, 17, DType::BF16, 2.f, 0},
+      {5, {{'d', 65}, {'d', 1}}, 129, DType::F32, 3.f, 0},
+      {7, {{'d', 17}, {'s', 30, 6}, {'d', 47}}, 33, DType::BF16, 3.f, 2},
+      {2, {{'p', 200}, {'p', 200}, {'d', 99}}, 250, DType::F32, 4.f, 3},
+      {16, {{'p', 972}, {'d', 5}, {'p', 972}, {'d', 978}}, 978, DType::BF16, 3.f, 7},
+      {4, {{'d', 129}, {'d', 2}, {'d', 31}}, 16, DType::F32, 12.f, 0},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    const int splits = switches().attn_splits;
+    switches().attn_splits = c.splits;
+    check_attention(rng, make_kv(rng, c.heads, 64, DType::F8E4M3, c.segs, 1.f), c.nq, c.out,
+                    kTolAttnBF16, {}, c.qscale);
+    switches().attn_splits = splits;
+  }
 }
 
 // Scales and stored bytes are the CPU's, bit for bit, from F32 and from bf16 rows; the store

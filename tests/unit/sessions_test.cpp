@@ -167,6 +167,27 @@ TEST(Devices, NamesOfDevices) {
   }
 }
 
+// The GPU path's three names; anything else is refused with one line, on the CPU device too.
+TEST(Devices, NamesOfGpuPaths) {
+  EXPECT_EQ(parse_gpu_path("auto"), GpuPath::kAuto);
+  EXPECT_EQ(parse_gpu_path("hopper"), GpuPath::kHopper);
+  EXPECT_EQ(parse_gpu_path("portable"), GpuPath::kPortable);
+  for (const char* bad : {"", "Auto", "sm_80", "portable "}) {
+    try {
+      parse_gpu_path(bad);
+      FAIL() << "GPU path '" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_EQ(std::string(e.what()),
+                "unknown GPU path '" + std::string(bad) + "' (auto, hopper or portable)");
+    }
+  }
+  EXPECT_THROW(
+      Engine::create(
+          {.model = "synthetic:1", .arch = "tiny", .device = "cpu", .gpu_path = "fastest"}),
+      Error);
+}
+
 TEST(GpuSessions, InterleavedPushesGetTheResultsOfEachSequenceAlone) {
   std::string why;
   if (!make_cuda_backend(&why)) GTEST_SKIP() << "no CUDA backend: " << why;

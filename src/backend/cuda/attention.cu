@@ -4,15 +4,20 @@
 // and with more than one split a merge kernel combines the CTAs' fp32 partial outputs by their
 // log-sum-exp. Splitting the keys fills the chip where ~1000 queries x 16 heads make few CTAs.
 // Three kernels:
-//  * mma: head_dim 64, bf16 q/K/V, mma.sync m16n8k16 (sm_80+); 64-key K/V tiles double-buffered
-//    with cp.async, swizzled so ldmatrix is conflict-free; each warp owns 16 query rows and P
-//    stays in registers between the two products.
+//  * mma: head_dim 64, bf16 q/K/V. Tensor cores through mma.sync m16n8k16 (sm_80+), K/V tiles of
+//    64 keys double-buffered in shared memory with cp.async, swizzled so ldmatrix is conflict-free.
+//    Each warp owns 16 query rows; P stays in registers between the two products. With e4m3 K/V
+//    (the fp8 KV cache) the stored bytes go to a raw ring and each thread widens the chunks it
+//    copied into the bf16 tiles (every e4m3 value is exact in bf16), so the products and the
+//    softmax are the bf16 kernel's; the per-head scales fold into the score scale and the output.
 //  * rows: up to 8 queries, head_dim 64 (f32), 128 or 256, f32 or bf16: the camera head's one
 //    query per frame against every cached frame, a bandwidth-bound stream of whole rows.
-//  * generic: any head_dim <= 256, f32 or bf16, one warp per query on fp32 CUDA cores: the
-//    float32 mode and whatever the other two do not take.
-// On compute capability 9.0 the bf16 head_dim-64 case goes to the wgmma kernel of
-// attention_wgmma.cu instead (LINGBOT_ATTN_IMPL=mma|wgmma forces one of the two).
+//  * generic: any head_dim <= 256, f32 or bf16, one warp per query, fp32 CUDA cores. Used for the
+//    float32 mode and what the other two do not take.
+// On compute capability 9.0 (unless the backend runs the portable path) the bf16 head_dim-64 case
+// goes to the wgmma kernel of attention_wgmma.cu instead (LINGBOT_ATTN_IMPL=mma forces mma).
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -33,31 +38,61 @@ using namespace attn;
 constexpr int kD = 64;
 constexpr int kBN = 64;               // keys per tile
 constexpr int kChunks = kD * 2 / 16;  // 16-byte chunks per row (8)
+constexpr int kF8Chunks = kD / 16;    // 16-byte chunks per stored e4m3 row (4)
 
-template <int kWarps>
+template <int kWarps, bool kF8>
 constexpr int mma_smem_bytes() {
-  return (16 * kWarps + 4 * kBN) * kD * 2;  // Q tile + 2 stages of K and V
+  // Q tile + 2 stages of K and V in bf16 (+ 2 stages of the stored e4m3 K and V).
+  return (16 * kWarps + 4 * kBN) * kD * 2 + (kF8 ? 4 * kBN * kD : 0);
 }
 
-template <int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const KernelArgs a) {
+// Two e4m3 values (the low byte first) as two bf16, exactly: e4m3 -> f16 is exact (the
+// conversion instruction from sm_89 on, emulated before), and so is f16 -> f32 -> bf16 for every
+// value e4m3 can hold (at most 4 significant bits, exponents 2^-9 to 2^8).
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  const float2 f = __half22float2(__half2(h));
+  return pack_bf16(f.x, f.y);
+}
+// 16 e4m3 bytes as 16 bf16 values: the first 8 in `lo`, the next 8 in `hi`.
+__device__ __forceinline__ void widen_e4m3x16(const uint4 raw, uint4& lo, uint4& hi) {
+  lo = make_uint4(e4m3x2_to_bf16x2(raw.x), e4m3x2_to_bf16x2(raw.x >> 16), e4m3x2_to_bf16x2(raw.y),
+                  e4m3x2_to_bf16x2(raw.y >> 16));
+  hi = make_uint4(e4m3x2_to_bf16x2(raw.z), e4m3x2_to_bf16x2(raw.z >> 16), e4m3x2_to_bf16x2(raw.w),
+                  e4m3x2_to_bf16x2(raw.w >> 16));
+}
+
+// kF8: at most 128 registers a thread, so that two 8-warp CTAs fit a multiprocessor as with bf16
+// K/V (the widening took the kernel to 143 registers, one CTA a multiprocessor).
+template <int kWarps, bool kF8>
+__global__ void __launch_bounds__(kWarps * 32, kF8 ? 2 : 1)
+    attention_mma_kernel(const KernelArgs a) {
   await_inputs();
   constexpr int kBM = 16 * kWarps, kThreads = kWarps * 32;
-  constexpr int kRowsPerPass = kThreads / kChunks;
+  // Each thread copies whole 16-byte chunks: 8 to a bf16 row, 4 to an e4m3 one.
+  constexpr int kCopyChunks = kF8 ? kF8Chunks : kChunks;
+  constexpr int kRowsPerPass = kThreads / kCopyChunks;
   constexpr int kLoadRows = kBN / kRowsPerPass;  // K/V rows each thread copies per tile
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t s_k = s_q + kBM * kD * 2;
   const uint32_t s_v = s_k + 2 * kBN * kD * 2;
+  const uint32_t s_raw = s_v + 2 * kBN * kD * 2;  // kF8: [stage][K, V][kBN][kD] e4m3 bytes
   constexpr uint32_t kTileBytes = kBN * kD * 2;
+  constexpr uint32_t kRawTileBytes = kBN * kD;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int q0 = blockIdx.x * kBM, h = blockIdx.y;
   const int64_t kbeg = int64_t(blockIdx.z) * a.keys_per_split;
   const int64_t kend = min(a.nk, kbeg + a.keys_per_split);
   const int ntiles = static_cast<int>((kend - kbeg + kBN - 1) / kBN);
-  const int64_t row_stride = int64_t(a.heads) * kD * 2;  // bytes between consecutive tokens
-  const int64_t head_off = int64_t(h) * kD * 2;
+  constexpr int kEltBytes = kF8 ? 1 : 2;
+  const int64_t row_stride = int64_t(a.heads) * kD * kEltBytes;  // bytes between tokens
+  const int64_t head_off = int64_t(h) * kD * kEltBytes;
+  // e4m3: S = scale_k * (q . K8) and O = scale_v * (P . V8), the scales of this head.
+  const float score_log2 = kF8 ? a.scale_log2 * a.kv_scales[h] : a.scale_log2;
+  const float out_scale = kF8 ? a.kv_scales[a.heads + h] : 1.f;
 
   // Q tile.
   const char* qbase = static_cast<const char*>(a.q);
@@ -70,7 +105,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Kernel
 
   // Each thread copies chunk `my_chunk` of rows my_row + i * kRowsPerPass of every K/V tile and
   // follows those rows through the segment list with a cursor that only moves forward.
-  const int my_chunk = tid % kChunks, my_row = tid / kChunks;
+  const int my_chunk = tid % kCopyChunks, my_row = tid / kCopyChunks;
   int cursor[kLoadRows];
 #pragma unroll
   for (int i = 0; i < kLoadRows; ++i)
@@ -90,9 +125,35 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Kernel
         ksrc = a.seg.k[cursor[i]] + off;
         vsrc = a.seg.v[cursor[i]] + off;
       }
-      const uint32_t o = stage * kTileBytes + swz(r, my_chunk);
-      cp_async16(s_k + o, ksrc, ok);
-      cp_async16(s_v + o, vsrc, ok);
+      if constexpr (kF8) {
+        const uint32_t o = stage * 2 * kRawTileBytes + r * kD + my_chunk * 16;
+        cp_async16(s_raw + o, ksrc, ok);
+        cp_async16(s_raw + kRawTileBytes + o, vsrc, ok);
+      } else {
+        const uint32_t o = stage * kTileBytes + swz(r, my_chunk);
+        cp_async16(s_k + o, ksrc, ok);
+        cp_async16(s_v + o, vsrc, ok);
+      }
+    }
+  };
+  // kF8: this thread's chunks of the raw stage, once landed, into the bf16 tiles of that stage
+  // (raw chunk c holds dims 16c..16c+15: bf16 chunks 2c and 2c+1).
+  auto widen_tile = [&](int stage) {
+#pragma unroll
+    for (int i = 0; i < kLoadRows; ++i) {
+      const int r = my_row + i * kRowsPerPass;
+      const uint32_t from = s_raw - s_q + stage * 2 * kRawTileBytes + r * kD + my_chunk * 16;
+      const uint4 rk = *reinterpret_cast<const uint4*>(smem + from);
+      const uint4 rv = *reinterpret_cast<const uint4*>(smem + from + kRawTileBytes);
+      uint4 lo, hi;
+      const uint32_t t0 = stage * kTileBytes + swz(r, 2 * my_chunk);
+      const uint32_t t1 = stage * kTileBytes + swz(r, 2 * my_chunk + 1);
+      widen_e4m3x16(rk, lo, hi);
+      *reinterpret_cast<uint4*>(smem + (s_k - s_q) + t0) = lo;
+      *reinterpret_cast<uint4*>(smem + (s_k - s_q) + t1) = hi;
+      widen_e4m3x16(rv, lo, hi);
+      *reinterpret_cast<uint4*>(smem + (s_v - s_q) + t0) = lo;
+      *reinterpret_cast<uint4*>(smem + (s_v - s_q) + t1) = hi;
     }
   };
 
@@ -109,6 +170,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Kernel
   const int g = lane >> 2, tq = lane & 3;
   for (int t = 0; t < ntiles; ++t) {
     cp_async_wait_all();
+    // Only this thread's own copies are known to have landed here: it widens just those. The
+    // bf16 stage it writes was last read for tile t-2, before everyone passed the barrier of t-1.
+    if constexpr (kF8) widen_tile(t & 1);
     __syncthreads();  // tile t landed for everyone, and everyone is done with tile t-1
     if (t == 0) {
 #pragma unroll
@@ -146,7 +210,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Kernel
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        float v = s[j][c] * a.scale_log2;
+        float v = s[j][c] * score_log2;
         if (partial && tile0 + j * 8 + 2 * tq + (c & 1) >= kend) v = -INFINITY;
         s[j][c] = v;
       }
@@ -209,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Kernel
     l0 += __shfl_xor_sync(0xffffffffu, l0, off);
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const float inv0 = out_scale / l0, inv1 = out_scale / l1;
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -539,24 +603,24 @@ int resident_ctas(Context& ctx, Kernel kernel, int threads, size_t smem) {
   return std::max(1, per_sm) * ctx.prop.multiProcessorCount;
 }
 
-template <int kWarps>
+template <int kWarps, bool kF8>
 void launch_mma(Context& ctx, KernelArgs& k, int forced_splits) {
   constexpr int kBM = 16 * kWarps;
-  constexpr int kSmem = mma_smem_bytes<kWarps>();
+  constexpr int kSmem = mma_smem_bytes<kWarps, kF8>();
   static bool configured = false;
   if (!configured) {
-    LB_CUDA(cudaFuncSetAttribute(attention_mma_kernel<kWarps>,
+    LB_CUDA(cudaFuncSetAttribute(attention_mma_kernel<kWarps, kF8>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     configured = true;
   }
   const int64_t qtiles = (k.nq + kBM - 1) / kBM;
   const int64_t tiles = (k.nk + kBN - 1) / kBN;
-  const int slots = resident_ctas(ctx, attention_mma_kernel<kWarps>, kWarps * 32, kSmem);
+  const int slots = resident_ctas(ctx, attention_mma_kernel<kWarps, kF8>, kWarps * 32, kSmem);
   plan_splits(ctx, k, tiles, kBN,
               forced_splits > 0 ? forced_splits : choose_splits(qtiles * k.heads, slots, tiles, 4));
   const dim3 grid(static_cast<unsigned>(qtiles), static_cast<unsigned>(k.heads),
                   static_cast<unsigned>(k.splits));
-  launch_kernel(attention_mma_kernel<kWarps>, grid, kWarps * 32, kSmem, ctx.stream, k);
+  launch_kernel(attention_mma_kernel<kWarps, kF8>, grid, kWarps * 32, kSmem, ctx.stream, k);
 }
 
 template <class T, int kPerLane>
@@ -677,18 +741,23 @@ void attention(Context& ctx, const AttentionArgs& a) {
   const bool wgmma = tensor_cores && impl != "mma" && a.scale > 0.f && wgmma_supported(ctx);
   const char* used = "generic";
   if (t.scales) {
-    // e4m3 K/V: only the Hopper kernel reads them (it widens each tile to fp16 in shared memory).
-    LINGBOT_CHECK(
-        a.qkv_t == kBF16 && a.dim == kD && all_aligned && a.scale > 0.f && wgmma_supported(ctx),
-        "attention: an fp8 KV cache needs a compute capability 9.0 GPU (H100/H200), "
-        "bf16 queries and head_dim 64");
-    launch_wgmma(ctx, k, forced_splits);
-    used = "wgmma-fp8";
+    // e4m3 K/V: the Hopper kernel takes S on e4m3 operands; the mma.sync kernel (every other GPU,
+    // the portable path, LINGBOT_ATTN_IMPL=mma) widens them to bf16 as it loads them.
+    LINGBOT_CHECK(a.qkv_t == kBF16 && a.dim == kD && all_aligned,
+                  "attention: an fp8 KV cache needs bf16 queries, head_dim 64 and 16-byte aligned "
+                  "rows");
+    if (wgmma) {
+      launch_wgmma(ctx, k, forced_splits);
+      used = "wgmma-fp8";
+    } else {
+      launch_mma<8, true>(ctx, k, forced_splits);
+      used = "mma-fp8";
+    }
   } else if (wgmma) {
     launch_wgmma(ctx, k, forced_splits);
     used = "wgmma";
   } else if (tensor_cores) {
-    launch_mma<8>(ctx, k, forced_splits);
+    launch_mma<8, false>(ctx, k, forced_splits);
     used = "mma";
   } else if (impl != "generic" && a.nq <= kRowsMaxQueries && all_aligned &&
              (a.dim == 128 || a.dim == 256 || (a.qkv_t == kF32 && a.dim == 64))) {

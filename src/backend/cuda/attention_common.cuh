@@ -107,7 +107,7 @@ inline void plan_splits(Context& ctx, KernelArgs& k, int64_t tiles, int tile_key
 }
 
 // attention_wgmma.cu: the sm_90a kernel (head_dim 64, bf16 or e4m3 K/V). Available where
-// runs_sm90a.
+// Context::hopper (compute capability 9.0, not the portable path).
 bool wgmma_supported(const Context& ctx);
 // LINGBOT_ATTN_SPLITS-style forced split count (0 = automatic). Sets k.splits.
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits);

@@ -10,7 +10,7 @@
 namespace lingbot::cuda::attn {
 
 bool wgmma_supported(const Context& ctx) {
-  return runs_sm90a(ctx.prop);
+  return ctx.hopper;
 }
 
 void launch_wgmma(Context& ctx, KernelArgs& k, int forced_splits) {

@@ -156,13 +156,20 @@ inline bool runs_sm90a(const cudaDeviceProp& p) {
 
 // Whether launch_kernel() (device_utils.cuh) asks for programmatic dependent launch: on devices
 // that run the sm_90a code (newer GPUs run the compute_80 PTX, whose await_inputs() is empty),
-// unless LINGBOT_PDL=0 (read once; for measuring what it gives).
+// unless LINGBOT_PDL=0 (read once; for measuring what it gives) or a backend on the portable path
+// (GpuPath::kPortable) lives on the device: plain launches are always correct, so a Hopper-path
+// backend beside it only loses the overlap.
 bool dependent_launch();
+// Counts the portable-path backends of `device` (+1 when one starts, -1 when it ends).
+void hold_plain_launches(int device, int delta);
 
 struct Context {
   StreamOwner owner;
   int device = 0;
   cudaDeviceProp prop{};
+  // The Hopper kernels run (wgmma attention and convolutions): compute capability 9.0 and not
+  // GpuPath::kPortable. Every sm_90a-only choice asks this, never the device itself.
+  bool hopper = false;
   cudaStream_t stream = nullptr;        // == owner.stream
   cudaStream_t alloc_stream = nullptr;  // allocations made while the stream is being recorded
   cublasLtHandle_t lt = nullptr;

@@ -27,8 +27,11 @@ size_t round_up(size_t v) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  explicit CudaBackend(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
+    if (!ctx_->hopper) hold_plain_launches(ctx_->device, 1);
+  }
   ~CudaBackend() override {
+    if (!ctx_->hopper) hold_plain_launches(ctx_->device, -1);
     use_on_this_thread();
     try {
       if (ctx_->on_side) end_side();
@@ -63,8 +66,10 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::CUDA; }
   bool handles(DType t) const override { return is_float_elt(t); }
   std::string name() const override {
+    // The portable path on a Hopper GPU says so (tests and reports tell the two apart by it).
     return std::string("cuda (") + ctx_->prop.name + ", sm_" + std::to_string(ctx_->prop.major) +
-           std::to_string(ctx_->prop.minor) + ")";
+           std::to_string(ctx_->prop.minor) +
+           (!ctx_->hopper && runs_sm90a(ctx_->prop) ? ", portable path)" : ")");
   }
 
   Tensor alloc(const Shape& shape, DType dtype) override {
@@ -321,7 +326,7 @@ class CudaBackend final : public Backend {
     size_t free = 0, total = 0;
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
-  bool reads_fp8_kv() const override { return runs_sm90a(ctx_->prop); }
+  bool reads_fp8_kv() const override { return true; }
 
   void do_linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Act act) override {
     matmul(x, w, b, y, act, false);
@@ -771,8 +776,7 @@ class CudaBackend final : public Backend {
     return a;
   }
   void run_fast_conv(const cuda::ConvArgs& a) {
-    const cuda::ConvPlan plan =
-        cuda::conv_plan(a, ctx_->prop.multiProcessorCount, runs_sm90a(ctx_->prop));
+    const cuda::ConvPlan plan = cuda::conv_plan(a, ctx_->prop.multiProcessorCount, ctx_->hopper);
     cuda::conv2d_bf16(a, plan, ctx_->scratch.get(plan.scratch_bytes(), s()), s());
   }
 
@@ -790,12 +794,13 @@ class CudaBackend final : public Backend {
   std::map<std::pair<const void*, Elt>, PackedConv> biases_;  // converted_bias
 };
 
-std::shared_ptr<Context> make_context(int device) {
+std::shared_ptr<Context> make_context(int device, GpuPath path) {
   switches();  // the environment's switches, read once when the first backend starts
   auto ctx = std::make_shared<Context>();
   ctx->device = device;
   LB_CUDA(cudaSetDevice(device));
   LB_CUDA(cudaGetDeviceProperties(&ctx->prop, device));
+  ctx->hopper = runs_sm90a(ctx->prop) && path != GpuPath::kPortable;
   LB_CUDA(cudaStreamCreateWithFlags(&ctx->owner.stream, cudaStreamNonBlocking));
   ctx->stream = ctx->owner.stream;
   cudaMemPool_t pool = nullptr;
@@ -824,6 +829,14 @@ std::shared_ptr<Context> make_context(int device) {
 
 }  // namespace
 
+namespace {
+std::atomic<int> plain_launch_holds[64] = {};
+}  // namespace
+
+void hold_plain_launches(int device, int delta) {
+  if (device >= 0 && device < 64) plain_launch_holds[device].fetch_add(delta);
+}
+
 bool dependent_launch() {
   if (!switches().pdl) return false;
   // Per device, found on first use: 0 not yet known, 1 yes, 2 no.
@@ -833,6 +846,7 @@ bool dependent_launch() {
     cudaGetLastError();
     return false;
   }
+  if (plain_launch_holds[device].load(std::memory_order_relaxed) > 0) return false;
   int k = known[device].load(std::memory_order_relaxed);
   if (k == 0) {
     int major = 0, minor = 0;
@@ -858,7 +872,7 @@ bool cuda_reads_fp8_kv(int device) {
     cudaGetLastError();
     return false;
   }
-  return cuda::runs_sm90a(prop);
+  return prop.major >= 8;  // every GPU the backend runs on (see make_cuda_backend)
 }
 
 bool cuda_peak_bf16_flops(int device, double* flops, std::string* name) {
@@ -881,7 +895,7 @@ bool cuda_peak_bf16_flops(int device, double* flops, std::string* name) {
   return true;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why) {
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why, GpuPath path) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -906,7 +920,14 @@ std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why) {
                ") is below sm_80, which the bf16 tensor-core kernels need";
       return nullptr;
     }
-    return std::make_unique<cuda::CudaBackend>(cuda::make_context(device));
+    if (path == GpuPath::kHopper && !cuda::runs_sm90a(prop)) {
+      if (why)
+        *why = "the Hopper path needs a compute capability 9.0 GPU (H100, H200); CUDA device " +
+               std::to_string(device) + " (" + prop.name + ") is sm_" + std::to_string(prop.major) +
+               std::to_string(prop.minor);
+      return nullptr;
+    }
+    return std::make_unique<cuda::CudaBackend>(cuda::make_context(device, path));
   } catch (const std::exception& ex) {
     if (why) *why = ex.what();
     return nullptr;
