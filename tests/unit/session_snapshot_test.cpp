@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lingbot/device.h"
 #include "lingbot/engine.h"
 #include "lingbot/error.h"
 #include "test_util.h"
@@ -142,6 +143,28 @@ TEST_F(SessionSnapshots, ResumesBitwiseWithAnFp8CacheAndACappedStream) {
   StreamOptions o = kTiny;
   o.max_special_frames = 2;
   check({.model = "synthetic:1", .arch = "tiny", .precision = "fp8"}, o, 18, {1, 11, 14});
+}
+
+// The same on a GPU: the pages go through Backend::read_bytes/write_bytes of the CUDA backend,
+// in bf16 and in e4m3 (whose per-layer scales live on the device).
+class GpuSnapshots : public SessionSnapshots {
+ protected:
+  void SetUp() override {
+    if (usable_cuda_devices() == 0) GTEST_SKIP() << "no usable GPU";
+    SessionSnapshots::SetUp();
+  }
+};
+
+TEST_F(GpuSnapshots, ResumesBitwiseInBf16) {
+  check({.model = "synthetic:1", .arch = "tiny", .device = "cuda", .precision = "bf16"}, kTiny,
+        20, {0, 4, 11, 17});
+}
+
+TEST_F(GpuSnapshots, ResumesBitwiseWithAnFp8CacheAndACappedStream) {
+  StreamOptions o = kTiny;
+  o.max_special_frames = 2;
+  check({.model = "synthetic:1", .arch = "tiny", .device = "cuda", .precision = "fp8"}, o, 18,
+        {1, 11, 14});
 }
 
 TEST_F(SessionSnapshots, InspectDescribesTheSavedState) {
