@@ -48,6 +48,7 @@ struct RunArgs {
   bool loop_closure = false;
   LoopOptions loop;
   std::string save_session, resume, resume_mode = "continue";
+  LoopEdgeOptions loop_edge;
 };
 
 PreprocessMode parse_mode(const std::string& m) {
@@ -279,7 +280,10 @@ int run(const RunArgs& a) {
   }
   if (pre) check_fits(*pre, a, *engine);
   o.stream = stream;
-  if (a.loop_closure) o.loop = a.loop;
+  if (a.loop_closure) {
+    o.loop = a.loop;
+    o.loop_edge = a.loop_edge;
+  }
   o.resume = a.resume;
   o.relocalize = a.resume_mode == "relocalize";
   o.save_session = a.save_session;
@@ -452,9 +456,13 @@ void add_run(CLI::App& app) {
                 "and keep serving it after the run until Ctrl-C");
   add_viewer_options(sub, a->viewer);
   sub->add_flag("--loop-closure", a->loop_closure,
-                "detect loops beside the stream: retrieve earlier keyframes by the DINO trunk's "
-                "place descriptor, verify them on the images (ORB, RANSAC fundamental matrix); "
-                "the report lists each accepted loop");
+                "close loops beside the stream (streaming mode): retrieve earlier keyframes by "
+                "the DINO trunk's place descriptor, verify them on the images (ORB, RANSAC "
+                "fundamental matrix), measure each verified loop's Sim(3) with the model (the two "
+                "frames as one block) and correct the keyframes in a pose graph (Ceres) on its "
+                "own thread; predictions.safetensors gets c2w_optimized, tum/kitti an _optimized "
+                "twin, ply/glb/colmap/nerfstudio are rewritten from the optimized poses; the "
+                "report lists each loop, edge and solve");
   sub->add_option("--loop-min-gap", a->loop.min_gap,
                   "loop detection: candidates are at least this many frames older (0 = window x "
                   "keyframe interval: frames the model no longer attends to)")
@@ -476,6 +484,16 @@ void add_run(CLI::App& app) {
                   "loop detection: cosine floor of the descriptor retrieval")
       ->capture_default_str()
       ->check(CLI::Range(-1.0f, 1.0f));
+  sub->add_option("--loop-max-rotation", a->loop_edge.max_rotation_deg,
+                  "loop closure: an edge is dropped when the model's relative rotation is this "
+                  "many degrees from the essential matrix's")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 180.0));
+  sub->add_option("--loop-max-epipolar", a->loop_edge.max_epipolar_px,
+                  "loop closure: an edge is dropped when the inliers lie this many pixels (mean) "
+                  "from the epipolar lines of the model's relative pose")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   commands().push_back({sub, [a] { return run(*a); }});
 }
 

@@ -86,6 +86,11 @@ struct FrameResult {
   // StreamOptions::descriptors only (else empty): the frame's unit-length place descriptor;
   // cosine similarity between frames is the dot product.
   std::vector<float> descriptor;
+  // Which pose c2w, w2c and pose_enc hold. false: the stream's, what the model said when the
+  // frame was computed (every result a session delivers). true: the loop-closed pose a run
+  // rewrites its exports with at its end (RunOptions::loop); depth is then in that pose's units
+  // (the stream's depth times the frame's optimized scale).
+  bool optimized = false;
 };
 
 struct CacheStats {  // one global layer (all hold the same pages) after the last frame

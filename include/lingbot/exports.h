@@ -165,18 +165,24 @@ std::vector<std::unique_ptr<ResultSink>> make_sinks(const ExportOptions& options
 // Writes predictions.safetensors: pose_enc [S, 9], c2w and w2c [S, 3, 4], intrinsics [S, 3, 3],
 // depth and depth_conf [S, H, W] (all F32), frame_type U8 [S] (0 scale frame, 1 keyframe, 2
 // non-keyframe) and is_keyframe Bool [S]; windowed runs add chunk_scales [W] and chunk_transforms
-// [W, 4, 4] from their windows' alignments. Depth and confidence go to disk frame by frame (into
-// PATH.partial and PATH.conf.partial beside the file), so that a run of any length keeps only
-// the cameras in memory (about 170 bytes a frame); finish() assembles the file from them. The
-// file is complete or absent afterwards: a writer destroyed before finish() (a failed run)
-// removes its partial files, and one that got no frame writes none. add_window may be called
-// from another thread than add and finish (a run's device thread, beside the output thread).
+// [W, 4, 4] from their windows' alignments; loop-closed runs (set_optimized) c2w_optimized and
+// w2c_optimized [S, 3, 4] (rigid: [R | t] and its inverse) and scale_optimized [S]: frame i's
+// optimized camera maps a camera point p of the streamed depth to R (scale_optimized[i] p) + t.
+// Depth and confidence go to disk frame by frame (into PATH.partial and PATH.conf.partial beside
+// the file), so that a run of any length keeps only the cameras in memory (about 170 bytes a
+// frame); finish() assembles the file from them. The file is complete or absent afterwards: a
+// writer destroyed before finish() (a failed run) removes its partial files, and one that got no
+// frame writes none. add_window may be called from another thread than add and finish (a run's
+// device thread, beside the output thread).
 class PredictionsWriter : public ResultSink {
  public:
   explicit PredictionsWriter(const std::string& path);
   ~PredictionsWriter() override;
   void add(const FrameResult& r, const Tensor* rgb = nullptr) override;
   void add_window(const WindowAlignment& w);
+  // The loop-closed poses of every frame (c2w row-major 3x4, without the scale, and the scale),
+  // before finish(), from any thread; frames beyond them keep their streamed pose.
+  void set_optimized(std::vector<std::array<float, 12>> c2w, std::vector<float> scale);
   void finish() override;
   std::string name() const override { return "predictions"; }
 

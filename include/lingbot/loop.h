@@ -21,8 +21,9 @@
 // loop_closure_available() is false when the library was built without Ceres; the types and the
 // bookkeeping work then, and PoseGraph::optimize / LoopCloser throw Error.
 //
-// Loop detection (descriptors, verification, the detector) is in lingbot/loop_detect.h,
-// included here: one header for loop closure.
+// Loop detection (descriptors, verification, the detector) is in lingbot/loop_detect.h, the
+// loop edge measured by the model in lingbot/loop_edge.h, both included here: one header for
+// loop closure.
 #pragma once
 
 #include <array>
@@ -232,3 +233,4 @@ bool loop_closure_available();
 }  // namespace lingbot
 
 #include "lingbot/loop_detect.h"
+#include "lingbot/loop_edge.h"

@@ -40,8 +40,13 @@ struct LoopOptions {
   int max_features = 1500;  // ORB keypoints per image
   float ransac_px = 2.0f;   // RANSAC threshold: distance to the epipolar line, pixels
   // Keyframes waiting for the detector before new ones are skipped; each holds its frame (2.3 MB
-  // at 518x378) until its features are extracted.
+  // at 518x378) and depth map (0.8 MB) until its features are extracted.
   int queue = 8;
+  // Bytes of keyframes' model inputs kept for LoopDetector::frame (a loop edge runs the two
+  // frames through the model again), one byte a value (0.59 MB at 518x378): 0 keeps none. Past
+  // the budget every other kept frame is dropped, oldest first, so what is kept thins evenly
+  // over the run rather than losing its beginning, where loops close to.
+  int64_t frame_memory = 0;
 };
 
 // What geometric verification of two images found.
@@ -56,17 +61,23 @@ struct PairVerification {
   std::array<double, 9> fundamental{};
   // The inlier correspondences: pixel (x, y) in a, then (x, y) in b.
   std::vector<std::array<float, 4>> inlier_points;
+  // The same inliers as indices of the keypoints of a and of b.
+  std::vector<std::array<int, 2>> inlier_keypoints;
 };
 
 // One accepted loop: the new keyframe `query` sees the place of the older keyframe `match`.
 // What a pose-graph back-end needs besides: both frames' streamed poses and intrinsics (pixels
-// of the model input) and the verified correspondences, query pixel first.
+// of the model input), the verified correspondences, query pixel first, and the streamed depth
+// at each of them (the loop edge's scale comes from those).
 struct LoopClosure {
   int64_t query = 0, match = 0;                    // frame indices of the run
   float similarity = 0;                            // cosine of the place descriptors
   PairVerification verification;                   // a = query, b = match
   std::array<float, 12> query_c2w{}, match_c2w{};  // row-major 3x4, as streamed
   std::array<float, 9> query_intrinsics{}, match_intrinsics{};
+  // The streamed depth map of each frame at each inlier (its nearest pixel), in the order of
+  // verification.inlier_points; NaN where the result had no depth map.
+  std::vector<float> query_depths, match_depths;
 };
 
 // Costs and counts of a run's loop detection.
@@ -114,7 +125,8 @@ class DescriptorIndex {
 class LoopDetector {
  public:
   using Callback = std::function<void(const LoopClosure&)>;
-  // on_loop runs on the detector's thread for each accepted loop.
+  // on_loop runs on the detector's thread for each accepted loop, a keyframe's loops with the
+  // most inliers first.
   LoopDetector(const LoopOptions& options, Callback on_loop = {});
   ~LoopDetector();
   LoopDetector(const LoopDetector&) = delete;
@@ -124,8 +136,12 @@ class LoopDetector {
   void add(const FrameResult& result, std::shared_ptr<const Tensor> frame);
   // Waits for the queued keyframes; add() after finish() throws.
   void finish();
-  std::vector<LoopClosure> loops() const;  // accepted so far, in the order found
+  // Accepted so far, in the order found (a keyframe's loops with the most inliers first).
+  std::vector<LoopClosure> loops() const;
   LoopStats stats() const;
+  // Keyframe `index`'s model input (F32 [3, H, W]) while LoopOptions::frame_memory keeps it,
+  // else null. Safe from any thread, on_loop included.
+  std::shared_ptr<const Tensor> frame(int64_t index) const;
 
  private:
   struct Impl;

@@ -65,11 +65,25 @@ struct RunOptions {
   // Called once, at the first frame whose results hold a non-finite value (pose, intrinsics,
   // depth or confidence: a diverging model or a bad checkpoint); the report counts them all.
   std::function<void(const char*)> warn;
-  // Set: loop detection beside the stream (streaming mode only; see lingbot/loop.h). The
-  // session then computes place descriptors (StreamOptions::descriptors), every keyframe goes to
-  // a LoopDetector's thread, and the report lists the accepted loops. min_gap 0 = the frames
-  // the model still attends to: window x keyframe interval.
+  // Set: loop closure beside the stream (streaming mode only; see lingbot/loop.h). The session
+  // then computes place descriptors (StreamOptions::descriptors), every keyframe goes to a
+  // LoopDetector's thread, and the report lists the accepted loops. min_gap 0 = the frames the
+  // model still attends to: window x keyframe interval. Where the pose graph is built in
+  // (loop_closure_available(), Ceres) and `close_loops` holds, every keyframe also goes to a
+  // LoopCloser, each verified loop (the one with the most inliers per keyframe) is measured by
+  // the model as a Sim(3) edge (measure_loop_edge, on the detector's thread) and, unless its
+  // checks drop it, added to the graph. At the end predictions.safetensors gets c2w_optimized,
+  // w2c_optimized and scale_optimized, the TUM and KITTI trajectories get an _optimized twin,
+  // and the point and camera exports (ply, glb, colmap, nerfstudio) are rewritten from the
+  // optimized poses. Without Ceres, or in a resumed run (`resume`), loops are detected and
+  // reported only.
   std::optional<LoopOptions> loop;
+  bool close_loops = true;
+  LoopEdgeOptions loop_edge;
+  PoseGraphOptions pose_graph;
+  // Bytes of keyframe inputs kept for the loop edges' two-frame blocks (LoopOptions::
+  // frame_memory when that is 0): 1 GiB, ~1,800 keyframes at 518x378, thinned evenly beyond.
+  int64_t loop_frame_memory = int64_t{1} << 30;
   // Each accepted loop as it is found, on the detector's thread.
   std::function<void(const LoopClosure&)> on_loop;
   // Streaming only. Set: the run continues the session saved in this file (Engine::resume)
@@ -84,6 +98,9 @@ struct RunOptions {
   // Set: the session is saved here (Session::save) after the last frame, also when `stop` ended
   // the input: a later run can resume it.
   std::string save_session;
+  // Each solve of the pose graph, on the closer's thread: the loops it added (frames, score,
+  // accepted or switched off) and the correction's size (LoopReport::summary).
+  std::function<void(const LoopReport&)> on_loop_solve;
 };
 
 // Where the time went. The device thread's wall time splits into device (its steps), waiting
@@ -127,6 +144,15 @@ struct RunReport {
   std::string saved_session;  // RunOptions::save_session, once written
   // Seconds to read and rebuild the resumed session, and to write the saved one.
   double resume_seconds = 0, save_seconds = 0;
+  // The pose graph, when it ran (RunOptions::close_loops with Ceres): each loop measured by the
+  // model (accepted or dropped by its checks, and why), each solve, and the costs: the two-frame
+  // blocks (detector thread), the solves (the closer's thread), the run's wait for the last
+  // solve, and the rewrite of the exports from the optimized poses at the end.
+  bool loop_closure = false;
+  std::vector<LoopEdge> loop_edges;
+  std::vector<LoopReport> loop_solves;
+  int64_t loop_edges_unmeasured = 0;  // loops whose frame was no longer kept (frame_memory)
+  double loop_measure_s = 0, loop_solve_s = 0, loop_finish_wait_s = 0, loop_rewrite_s = 0;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 

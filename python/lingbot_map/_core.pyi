@@ -31,6 +31,9 @@ class FrameResult:
     @property
     def keyframe(self) -> bool: ...
     @property
+    def optimized(self) -> bool:
+        """False: the stream's pose (what the model said then); True: a loop-closed pose."""
+    @property
     def height(self) -> int: ...
     @property
     def width(self) -> int: ...

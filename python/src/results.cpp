@@ -34,6 +34,9 @@ void bind_results(py::module_& m) {
                                     "the result (they keep it alive).")
       .def_readonly("index", &R::index, "Frame number in the sequence (from 0).")
       .def_readonly("keyframe", &R::keyframe, "Whether the frame was kept in the caches.")
+      .def_readonly("optimized", &R::optimized,
+                    "Which pose c2w, w2c and pose_enc hold: False, the stream's (what the model "
+                    "said when the frame was computed); True, a loop-closed pose.")
       .def_readonly("height", &R::height)
       .def_readonly("width", &R::width)
       .def_property_readonly(

@@ -73,11 +73,19 @@ struct LoopDetector::Impl {
     std::array<float, 12> c2w{};
     std::array<float, 9> intrinsics{};
     std::shared_ptr<const Tensor> image;
+    std::vector<float> depth;  // [height * width] of the result, or empty
+    int height = 0, width = 0;
   };
   struct Keyframe {
     loop::Features features;
+    std::vector<float> depths;  // the streamed depth at each keypoint (NaN: unknown)
     std::array<float, 12> c2w{};
     std::array<float, 9> intrinsics{};
+  };
+  // A kept model input, one byte a value (frames come from 8-bit pictures).
+  struct StoredFrame {
+    Shape shape;
+    std::vector<uint8_t> bytes;
   };
 
   LoopOptions o;
@@ -89,15 +97,58 @@ struct LoopDetector::Impl {
   std::string error;  // the first failure of the thread, raised by finish()
   std::vector<LoopClosure> loops;
   LoopStats stats;
+  // Kept inputs for frame(), under frames_mu (read from other threads).
+  mutable std::mutex frames_mu;
+  std::map<int64_t, StoredFrame> frames;
+  int64_t frame_bytes = 0;
   // Touched by the thread only.
   DescriptorIndex index;
   std::map<int64_t, Keyframe> keyframes;
   std::thread thread;
 
+  // The depth map at each keypoint, nearest pixel.
+  static std::vector<float> depths_at(const loop::Features& f, const Job& job) {
+    std::vector<float> d(f.count(), NAN);
+    if (job.depth.empty()) return d;
+    for (int k = 0; k < f.count(); ++k) {
+      const long x = std::lround(f.xy[2 * k]), y = std::lround(f.xy[2 * k + 1]);
+      if (x >= 0 && y >= 0 && x < job.width && y < job.height)
+        d[k] = job.depth[static_cast<size_t>(y) * job.width + x];
+    }
+    return d;
+  }
+
+  void keep_frame(int64_t frame, const Tensor& image) {
+    if (o.frame_memory <= 0 || image.dtype() != DType::F32) return;
+    StoredFrame s{image.shape(), std::vector<uint8_t>(image.numel())};
+    const float* p = image.f32();
+    for (size_t i = 0; i < s.bytes.size(); ++i)
+      s.bytes[i] = static_cast<uint8_t>(std::clamp(std::lround(255.f * p[i]), 0L, 255L));
+    std::lock_guard<std::mutex> lock(frames_mu);
+    frame_bytes += static_cast<int64_t>(s.bytes.size());
+    frames.emplace(frame, std::move(s));
+    // Over the budget: every other kept frame goes, oldest first, the newest staying.
+    while (frame_bytes > o.frame_memory && frames.size() > 1) {
+      bool drop = true;
+      for (auto it = frames.begin(); it != std::prev(frames.end());) {
+        if (drop) {
+          frame_bytes -= static_cast<int64_t>(it->second.bytes.size());
+          it = frames.erase(it);
+        } else {
+          ++it;
+        }
+        drop = !drop;
+      }
+    }
+  }
+
   void process(Job& job) {
     auto t0 = Clock::now();
-    Keyframe kf{loop::extract(loop::to_gray(*job.image), o), job.c2w, job.intrinsics};
+    loop::Features features = loop::extract(loop::to_gray(*job.image), o);
+    Keyframe kf{features, depths_at(features, job), job.c2w, job.intrinsics};
+    keep_frame(job.frame, *job.image);
     job.image.reset();
+    job.depth = {};
     const double extract_s = since(t0);
     t0 = Clock::now();
     const auto hits = index.query(job.descriptor, job.frame - o.min_gap, o.top_k, o.min_similarity);
@@ -116,8 +167,16 @@ struct LoopDetector::Impl {
       l.match_c2w = old.c2w;
       l.query_intrinsics = kf.intrinsics;
       l.match_intrinsics = old.intrinsics;
+      for (const auto& [a, b] : l.verification.inlier_keypoints) {
+        l.query_depths.push_back(kf.depths[a]);
+        l.match_depths.push_back(old.depths[b]);
+      }
       found.push_back(std::move(l));
     }
+    // The best verified first: a back-end that measures one loop a keyframe takes that one.
+    std::stable_sort(found.begin(), found.end(), [](const LoopClosure& x, const LoopClosure& y) {
+      return x.verification.inliers > y.verification.inliers;
+    });
     const double verify_s = since(t0);
     index.add(job.frame, job.descriptor);
     keyframes.emplace(job.frame, std::move(kf));
@@ -199,7 +258,9 @@ void LoopDetector::add(const FrameResult& r, std::shared_ptr<const Tensor> frame
       ++impl_->stats.skipped;
       return;
     }
-    impl_->queue.push_back({r.index, r.descriptor, r.c2w, r.intrinsics, std::move(frame)});
+    const bool depth = r.depth.size() == static_cast<size_t>(r.height) * r.width;
+    impl_->queue.push_back({r.index, r.descriptor, r.c2w, r.intrinsics, std::move(frame),
+                            depth ? r.depth : std::vector<float>{}, r.height, r.width});
   }
   impl_->cv.notify_one();
 }
@@ -220,6 +281,16 @@ void LoopDetector::finish() {
 std::vector<LoopClosure> LoopDetector::loops() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->loops;
+}
+
+std::shared_ptr<const Tensor> LoopDetector::frame(int64_t index) const {
+  std::lock_guard<std::mutex> lock(impl_->frames_mu);
+  const auto it = impl_->frames.find(index);
+  if (it == impl_->frames.end()) return nullptr;
+  auto t = std::make_shared<Tensor>(Tensor::zeros(it->second.shape, DType::F32));
+  float* p = t->f32();
+  for (size_t i = 0; i < it->second.bytes.size(); ++i) p[i] = it->second.bytes[i] / 255.f;
+  return t;
 }
 
 LoopStats LoopDetector::stats() const {

@@ -31,4 +31,14 @@ Features extract(const Gray& image, const LoopOptions& options);
 // fundamental matrix with RANSAC.
 PairVerification verify(const Features& a, const Features& b, const LoopOptions& options);
 
+// The relative pose the essential matrix of two views gives: E = K_b^T F K_a from the verified
+// fundamental matrix (x_b^T F x_a = 0, pixels) and the intrinsics (row-major 3x3), decomposed
+// with the inliers deciding which of its four poses puts the points in front of both cameras.
+// R (row-major) and unit t map a's camera coordinates to b's: x_b ~ R x_a + t. False when no pose
+// puts enough of the inliers in front (a degenerate F).
+bool essential_pose(const std::array<double, 9>& fundamental, const std::array<float, 9>& k_a,
+                    const std::array<float, 9>& k_b,
+                    const std::vector<std::array<float, 4>>& inliers, std::array<double, 9>& r,
+                    std::array<double, 3>& t);
+
 }  // namespace lingbot::loop

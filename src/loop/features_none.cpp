@@ -22,5 +22,10 @@ Features extract(const Gray&, const LoopOptions&) {
 PairVerification verify(const Features&, const Features&, const LoopOptions&) {
   unavailable();
 }
+bool essential_pose(const std::array<double, 9>&, const std::array<float, 9>&,
+                    const std::array<float, 9>&, const std::vector<std::array<float, 4>>&,
+                    std::array<double, 9>&, std::array<double, 3>&) {
+  unavailable();
+}
 
 }  // namespace lingbot::loop

@@ -16,6 +16,7 @@
 
 #include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
+#include "run/loop_closing.h"
 #include "run/output_threads.h"
 #include "run/prefetch.h"
 
@@ -89,7 +90,8 @@ class Delivery {
       stats_.open(o.cache_stats_path);
       if (!stats_) throw Error("cannot write " + o.cache_stats_path);
     }
-    ExportOptions ex = o.exports;
+    ExportOptions& ex = exports_;
+    ex = o.exports;
     if (ex.out_dir.empty()) ex.out_dir = o.out_dir;
     if (!ex.name) ex.name = source.names();
     if (!ex.timestamp) ex.timestamp = source.timestamps();
@@ -115,6 +117,10 @@ class Delivery {
   }
 
   bool wants_frames() const { return frames_wanted_; }
+  const ExportOptions& exports() const { return exports_; }
+  void set_optimized(const LoopClosing::Poses& p) {
+    if (predictions_) predictions_->set_optimized(p.c2w, p.scale);
+  }
   void add_window(const WindowAlignment& w) {
     if (predictions_) predictions_->add_window(w);
   }
@@ -177,6 +183,7 @@ class Delivery {
   RunReport& report_;
   std::shared_ptr<PredictionsWriter> predictions_;  // among the outputs; null without a folder
   FrameNamer names_;                                // the frames' names, for the sky masks' files
+  ExportOptions exports_;                           // o.exports completed from the source
   std::ofstream stats_;
   std::unique_ptr<OutputThreads> outputs_;
   bool frames_wanted_ = false;
@@ -188,7 +195,8 @@ class Delivery {
 // of its next frame.
 std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions& o,
                           Delivery& delivery, RunReport& report, std::unique_ptr<Session> resumed,
-                          int64_t base, const StreamOptions& resumed_options) {
+                          int64_t base, const StreamOptions& resumed_options,
+                          std::unique_ptr<LoopClosing>& loops) {
   StreamOptions options = resumed ? resumed_options : o.stream;
   if (options.keyframe_interval == 0)
     options.keyframe_interval = source.live() ? 1 : auto_keyframe_interval(source.count());
@@ -199,13 +207,24 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
   // A live source's frames age while they wait: read one ahead, and let the source drop.
   FramePrefetch prefetch(source, threads, source.live() ? 1 : o.prefetch);
   report.read_threads = prefetch.threads();
-  // Loop detection: descriptors from the session, keyframes to the detector's thread.
-  std::unique_ptr<LoopDetector> loops;
+  // Loop closure: descriptors from the session, keyframes to the detector's thread and the
+  // pose graph's.
   if (o.loop) {
     options.descriptors = true;
-    LoopOptions lo = *o.loop;
-    if (lo.min_gap <= 0) lo.min_gap = int64_t{options.window} * options.keyframe_interval;
-    loops = std::make_unique<LoopDetector>(lo, o.on_loop);
+    LoopClosing::Config c;
+    c.detect = *o.loop;
+    if (c.detect->min_gap <= 0)
+      c.detect->min_gap = int64_t{options.window} * options.keyframe_interval;
+    // A resumed session's saved frames are not in the graph: its loops are detected only.
+    c.close = o.close_loops && !resumed;
+    if (c.close && loop_closure_available() && c.detect->frame_memory <= 0)
+      c.detect->frame_memory = o.loop_frame_memory;
+    c.edge = o.loop_edge;
+    c.graph = o.pose_graph;
+    c.stream = options;
+    c.on_loop = o.on_loop;
+    c.on_solve = o.on_loop_solve;
+    loops = std::make_unique<LoopClosing>(std::move(c), &engine);
   }
   const bool keep_frames = delivery.wants_frames() || loops;
   std::unique_ptr<Session> session = resumed ? std::move(resumed) : engine.start(options);
@@ -252,7 +271,7 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
       waiting.erase(it);
     }
     last_result = now;
-    if (loops && r.keyframe) loops->add(r, frame);
+    if (loops) loops->add(r, frame);
     delivery.deliver(r, delivery.wants_frames() ? std::move(frame) : nullptr, &stats);
   };
   std::string input_error;
@@ -290,12 +309,7 @@ std::string run_streaming(Engine& engine, FrameSource& source, const RunOptions&
     report.save_seconds = since(t2);
     report.saved_session = o.save_session;
   }
-  if (loops) {
-    loops->finish();
-    report.loop_detection = true;
-    report.loop_stats = loops->stats();
-    report.loops = loops->loops();
-  }
+  if (loops) loops->finish(report);
   const int64_t streamed = report.frames - std::max<int64_t>(options.scale_frames - base, 0);
   if (streamed > 0 && streaming_start != Clock::time_point{})
     report.streaming_fps = streamed / since(streaming_start);
@@ -344,6 +358,59 @@ std::string run_windowed_mode(Engine& engine, FrameSource& source, const RunOpti
   return report.stopped && w.source_error == stopped ? "" : w.source_error;
 }
 
+std::string ms(double seconds, int64_t frames);
+
+// The pose graph's part of the report: the edges the model measured, each solve, the costs.
+std::string describe_loop_closure(const RunReport& r) {
+  char line[400];
+  int accepted = 0;
+  std::map<std::string, int> dropped;
+  for (const LoopEdge& e : r.loop_edges) {
+    if (e.accepted)
+      ++accepted;
+    else
+      ++dropped[e.reason];
+  }
+  const auto edges = static_cast<int64_t>(r.loop_edges.size());
+  std::snprintf(line, sizeof line,
+                "\nloop closure (pose graph, own thread): %lld loop edges measured by the model "
+                "(%d into the graph",
+                static_cast<long long>(edges), accepted);
+  std::string s = line;
+  for (const auto& [reason, n] : dropped) s += ", " + std::to_string(n) + " dropped: " + reason;
+  s += ")";
+  if (r.loop_edges_unmeasured > 0)
+    s += ", " + std::to_string(r.loop_edges_unmeasured) + " not measured (frame not kept)";
+  const auto solves = static_cast<int64_t>(r.loop_solves.size());
+  std::snprintf(line, sizeof line,
+                "; %s a two-frame block, %lld solves in %.1f ms; the run waited %.1f ms for "
+                "the last, %.1f ms rewriting the exports",
+                ms(r.loop_measure_s, edges).c_str(), static_cast<long long>(solves),
+                1e3 * r.loop_solve_s, 1e3 * r.loop_finish_wait_s, 1e3 * r.loop_rewrite_s);
+  s += line;
+  for (const LoopEdge& e : r.loop_edges) {
+    std::snprintf(line, sizeof line,
+                  "\nloop edge: frame %lld to frame %lld: scale %.4g (stream/pair %.4g, %.4g), "
+                  "rotation %.2f deg from the essential matrix's, epipolar error %.2f px: %s%s",
+                  static_cast<long long>(e.query), static_cast<long long>(e.match),
+                  e.edge.relative.s, e.scale_query, e.scale_match, e.rotation_error_deg,
+                  e.epipolar_error_px, e.accepted ? "into the graph" : "dropped, ",
+                  e.accepted ? "" : e.reason.c_str());
+    s += line;
+  }
+  for (const LoopReport& p : r.loop_solves) {
+    const PoseGraphSummary& g = p.summary;
+    std::snprintf(line, sizeof line,
+                  "\nsolve %lld: %lld keyframes, %d loops kept, %d switched off; correction up "
+                  "to %.4g in position, %.3f deg, scale %.3g %%; %.1f ms",
+                  static_cast<long long>(p.version), static_cast<long long>(p.nodes), g.accepted,
+                  g.rejected, g.max_translation, g.max_rotation_deg,
+                  100 * std::expm1(g.max_scale_change), 1e3 * g.seconds);
+    s += line;
+  }
+  return s;
+}
+
 std::string ms(double seconds, int64_t frames) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f ms", frames > 0 ? 1e3 * seconds / frames : 0.0);
@@ -353,7 +420,7 @@ std::string ms(double seconds, int64_t frames) {
 }  // namespace
 
 RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
-  LINGBOT_CHECK_ARG(!(o.loop && o.windowed), "loop detection runs in streaming mode only");
+  LINGBOT_CHECK_ARG(!(o.loop && o.windowed), "loop closure runs in streaming mode only");
   LINGBOT_CHECK_ARG(o.resume.empty() || !o.windowed,
                     "a saved session is resumed in streaming mode only");
   LINGBOT_CHECK_ARG(o.save_session.empty() || !o.windowed,
@@ -381,11 +448,14 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
     if (!o.relocalize) history = resumed->trajectory();
   }
   Delivery delivery(source, o, report, o.relocalize ? 0 : base, std::move(history));
-  const std::string input_error = o.windowed
-                                      ? run_windowed_mode(engine, source, o, delivery, report)
-                                      : run_streaming(engine, source, o, delivery, report,
-                                                      std::move(resumed), base, resumed_options);
+  std::unique_ptr<LoopClosing> loops;
+  const std::string input_error =
+      o.windowed ? run_windowed_mode(engine, source, o, delivery, report)
+                 : run_streaming(engine, source, o, delivery, report, std::move(resumed), base,
+                                 resumed_options, loops);
+  if (loops && loops->closes()) delivery.set_optimized(loops->optimized());
   delivery.finish(input_error);
+  if (loops) loops->write_exports(delivery.exports(), &source, report);
   report.seconds = since(t0);
   report.dropped = source.dropped();
   const FrameSource::Times t = source.times();
@@ -492,6 +562,7 @@ std::string describe(const RunReport& r) {
       s += line;
     }
   }
+  if (r.loop_closure) s += describe_loop_closure(r);
   return s;
 }
 
@@ -543,6 +614,51 @@ std::string to_json(const RunReport& r) {
                        {"inliers", c.verification.inliers},
                        {"inlier_ratio", c.verification.inlier_ratio}});
     j["loops"] = std::move(loops);
+  }
+  if (r.loop_closure) {
+    nlohmann::ordered_json edges = nlohmann::ordered_json::array();
+    for (const LoopEdge& e : r.loop_edges) {
+      const Sim3& z = e.edge.relative;
+      edges.push_back({{"query", e.query},
+                       {"match", e.match},
+                       {"accepted", e.accepted},
+                       {"reason", e.reason},
+                       {"relative", {{"q", z.q}, {"t", z.t}, {"s", z.s}}},
+                       {"scale_query", e.scale_query},
+                       {"scale_match", e.scale_match},
+                       {"depth_pairs_query", e.depth_pairs_query},
+                       {"depth_pairs_match", e.depth_pairs_match},
+                       {"rotation_error_deg", e.rotation_error_deg},
+                       {"epipolar_error_px", e.epipolar_error_px},
+                       {"seconds", e.seconds}});
+    }
+    nlohmann::ordered_json solves = nlohmann::ordered_json::array();
+    for (const LoopReport& p : r.loop_solves) {
+      const PoseGraphSummary& g = p.summary;
+      nlohmann::ordered_json added = nlohmann::ordered_json::array();
+      for (const LoopOutcome& l : p.new_loops)
+        added.push_back({{"from", l.from},
+                         {"to", l.to},
+                         {"score", l.score},
+                         {"accepted", l.accepted},
+                         {"residual", l.residual},
+                         {"reason", l.reason}});
+      solves.push_back({{"version", p.version},
+                        {"nodes", p.nodes},
+                        {"new_loops", std::move(added)},
+                        {"accepted", g.accepted},
+                        {"rejected", g.rejected},
+                        {"max_translation", g.max_translation},
+                        {"max_rotation_deg", g.max_rotation_deg},
+                        {"max_scale_change", g.max_scale_change},
+                        {"initial_cost", g.initial_cost},
+                        {"final_cost", g.final_cost},
+                        {"seconds", g.seconds}});
+    }
+    j["loop_closure"] = {{"edges", std::move(edges)},    {"unmeasured", r.loop_edges_unmeasured},
+                         {"solves", std::move(solves)},  {"measure_s", r.loop_measure_s},
+                         {"solve_s", r.loop_solve_s},    {"finish_wait_s", r.loop_finish_wait_s},
+                         {"rewrite_s", r.loop_rewrite_s}};
   }
   return j.dump();
 }

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +52,20 @@ void append_file(const std::string& from, sinks::OutFile& to) {
   }
 }
 
+// [R | t] -> [R^T | -R^T t], row-major 3x4.
+std::array<float, 12> rigid_inverse(const std::array<float, 12>& m) {
+  std::array<float, 12> inv{};
+  for (int a = 0; a < 3; ++a) {
+    double t = 0;
+    for (int b = 0; b < 3; ++b) {
+      inv[a * 4 + b] = m[b * 4 + a];
+      t -= static_cast<double>(m[b * 4 + a]) * m[b * 4 + 3];
+    }
+    inv[a * 4 + 3] = static_cast<float>(t);
+  }
+  return inv;
+}
+
 }  // namespace
 
 struct PredictionsWriter::State {
@@ -75,6 +91,9 @@ struct PredictionsWriter::State {
   std::mutex windows_m;  // add_window's thread against finish's
   std::vector<float> chunk_scales, chunk_transforms;
   bool windowed = false;
+  std::vector<std::array<float, 12>> optimized_c2w;  // set_optimized, under windows_m
+  std::vector<float> optimized_scale;
+  bool optimized = false;
 };
 
 PredictionsWriter::PredictionsWriter(const std::string& path) {
@@ -120,6 +139,15 @@ void PredictionsWriter::add_window(const WindowAlignment& w) {
   s_->chunk_transforms.insert(s_->chunk_transforms.end(), w.transform.begin(), w.transform.end());
 }
 
+void PredictionsWriter::set_optimized(std::vector<std::array<float, 12>> c2w,
+                                      std::vector<float> scale) {
+  LINGBOT_CHECK(c2w.size() == scale.size(), "set_optimized: one scale per pose");
+  std::lock_guard lock(s_->windows_m);
+  s_->optimized = true;
+  s_->optimized_c2w = std::move(c2w);
+  s_->optimized_scale = std::move(scale);
+}
+
 void PredictionsWriter::finish() {
   State& s = *s_;
   if (s.done) return;
@@ -153,6 +181,27 @@ void PredictionsWriter::finish() {
                                array("c2w", DType::F32, {s.frames, 3, 4}, bytes_of(s.c2w)),
                                array("w2c", DType::F32, {s.frames, 3, 4}, bytes_of(s.w2c)),
                                array("intrinsics", DType::F32, {s.frames, 3, 3}, bytes_of(s.k))};
+    // The loop-closed poses: every frame's, those not given keeping their streamed pose.
+    std::vector<float> opt_c2w, opt_w2c, opt_scale;
+    if (s.optimized) {
+      opt_c2w.assign(s.c2w.begin(), s.c2w.end());
+      opt_w2c.assign(s.w2c.begin(), s.w2c.end());
+      opt_scale.assign(static_cast<size_t>(s.frames), 1.0f);
+      const size_t n = std::min(s.optimized_c2w.size(), static_cast<size_t>(s.frames));
+      for (size_t i = 0; i < n; ++i) {
+        const auto& m = s.optimized_c2w[i];
+        std::copy(m.begin(), m.end(), opt_c2w.begin() + 12 * i);
+        // A pose the closure left as streamed keeps the model's own inverse, bit for bit.
+        if (!std::equal(m.begin(), m.end(), s.c2w.begin() + 12 * i)) {
+          const auto inv = rigid_inverse(m);
+          std::copy(inv.begin(), inv.end(), opt_w2c.begin() + 12 * i);
+        }
+        opt_scale[i] = s.optimized_scale[i];
+      }
+      entries.push_back(array("c2w_optimized", DType::F32, {s.frames, 3, 4}, bytes_of(opt_c2w)));
+      entries.push_back(array("w2c_optimized", DType::F32, {s.frames, 3, 4}, bytes_of(opt_w2c)));
+      entries.push_back(array("scale_optimized", DType::F32, {s.frames}, bytes_of(opt_scale)));
+    }
     if (s.windowed) {
       entries.push_back(array("chunk_scales", DType::F32, {nw}, bytes_of(s.chunk_scales)));
       entries.push_back(
