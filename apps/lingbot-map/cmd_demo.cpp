@@ -160,6 +160,10 @@ int demo(const DemoArgs& a) {
     std::printf("  rendered:      %s%s (%lld frames in %.1f s; lingbot-map render --help)\n",
                 v.path.c_str(), v.video ? "" : "/frame_NNNNNN.png",
                 static_cast<long long>(v.frames), secs);
+    if (!v.video)
+      std::printf(
+          "                 (PNG frames: this build has no FFmpeg; scripts/setup.sh "
+          "installs it, then the demo writes fly.mp4)\n");
   }
   std::printf(
       "  run.json says how it was made; everything in %s/ is the demo's and is replaced by the "
