@@ -92,6 +92,7 @@ if(LINGBOT_WITH_VIEWER)
     VERBATIM)
   file(GLOB viewer_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/viewer/*.cpp)
   target_sources(lingbot PRIVATE ${viewer_sources} ${out}/assets_data.cpp)
+  set_source_files_properties(${net_sources} ${viewer_sources} PROPERTIES UNITY_GROUP src_beast)
   if(LINGBOT_WITH_SERVER)  # `serve --view`: live streams in the viewer
     set_source_files_properties(${serve_sources} PROPERTIES COMPILE_DEFINITIONS LINGBOT_SERVE_VIEW=1)
   endif()

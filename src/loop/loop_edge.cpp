@@ -4,19 +4,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numbers>
 #include <vector>
 
 #include "lingbot/error.h"
 #include "lingbot/loop.h"
 #include "loop/features.h"
+#include "loop/mat3.h"
 
 namespace lingbot {
 
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
-
-using M3 = std::array<double, 9>;
+using M3 = mat3::M3;
+using mat3::mul;
+using mat3::transpose;
 using V3 = std::array<double, 3>;
 
 M3 rotation_of(const std::array<float, 12>& c2w) {
@@ -24,16 +26,6 @@ M3 rotation_of(const std::array<float, 12>& c2w) {
 }
 V3 translation_of(const std::array<float, 12>& c2w) {
   return {c2w[3], c2w[7], c2w[11]};
-}
-M3 mul(const M3& a, const M3& b) {
-  M3 c{};
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      for (int k = 0; k < 3; ++k) c[i * 3 + j] += a[i * 3 + k] * b[k * 3 + j];
-  return c;
-}
-M3 transpose(const M3& a) {
-  return {a[0], a[3], a[6], a[1], a[4], a[7], a[2], a[5], a[8]};
 }
 V3 mat_vec(const M3& a, const V3& v) {
   V3 r{};
@@ -43,7 +35,7 @@ V3 mat_vec(const M3& a, const V3& v) {
 // The angle of a rotation matrix, from its trace (clamped: rounding may leave |cos| above 1).
 double angle_deg(const M3& r) {
   const double c = std::clamp((r[0] + r[4] + r[8] - 1) / 2, -1.0, 1.0);
-  return std::acos(c) * 180 / kPi;
+  return std::acos(c) * 180 / std::numbers::pi;
 }
 M3 inverse3(const std::array<float, 9>& k) {
   const double a = k[0], b = k[1], c = k[2], d = k[3], e = k[4], f = k[5], g = k[6], h = k[7],

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numbers>
 #include <string>
 
 #include "lingbot/error.h"
@@ -18,8 +19,6 @@ using loop_detail::SolverEdge;
 using loop_detail::SolverNode;
 
 namespace {
-
-constexpr double kPi = 3.14159265358979323846;
 
 using Mat7 = std::array<double, 49>;
 
@@ -416,7 +415,7 @@ PoseGraphSummary PoseGraph::optimize(const std::atomic<bool>* cancel) {
       summary.max_translation =
           std::max(summary.max_translation, std::sqrt(dx * dx + dy * dy + dz * dz));
       summary.max_rotation_deg =
-          std::max(summary.max_rotation_deg, rotation_angle(p, old) * 180 / kPi);
+          std::max(summary.max_rotation_deg, rotation_angle(p, old) * 180 / std::numbers::pi);
       summary.max_scale_change =
           std::max(summary.max_scale_change, std::abs(std::log(p.s / old.s)));
       g.estimate[i] = p;

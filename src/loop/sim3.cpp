@@ -5,11 +5,13 @@
 #include "lingbot/error.h"
 #include "lingbot/loop.h"
 #include "loop/edge_residual.h"
+#include "loop/mat3.h"
 
 namespace lingbot {
 namespace {
 
-using Mat3 = std::array<double, 9>;
+using Mat3 = mat3::M3;
+using mat3::mul;
 
 Mat3 quat_to_matrix(const std::array<double, 4>& q) {
   const double x = q[0], y = q[1], z = q[2], w = q[3];
@@ -63,14 +65,6 @@ std::array<double, 4> matrix_to_quat(const Mat3& m) {
     if (change < 1e-16) break;
   }
   return normalized(q);
-}
-
-Mat3 mul(const Mat3& a, const Mat3& b) {
-  Mat3 c{};
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      for (int k = 0; k < 3; ++k) c[i * 3 + j] += a[i * 3 + k] * b[k * 3 + j];
-  return c;
 }
 
 // The coefficients of W = a I + b hat(w) + c hat(w)^2 = integral_0^1 e^(sigma u) exp(u hat(w)) du

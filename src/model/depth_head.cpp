@@ -13,7 +13,7 @@
 namespace lingbot {
 namespace {
 
-constexpr float kNormEps = 1e-5f;
+constexpr float kDepthNormEps = 1e-5f;
 constexpr float kPosRatio = 0.1f;
 constexpr double kOmega0 = 100.0;
 
@@ -309,7 +309,7 @@ void DepthHead::run_batch(Backend& be, const std::array<Tensor, 4>& layers, int6
     for (int64_t i = 0; i < n; ++i) {
       Tensor xn = pl.xn.slice(i * np, (i + 1) * np);
       be.layer_norm(layers[l][first + i].slice(tokens - np, tokens), &w_.norm_w, &w_.norm_b,
-                    kNormEps, xn);
+                    kDepthNormEps, xn);
     }
     be.linear(pl.xn, w_.projects[l].w, &w_.projects[l].b, pl.rows[l]);
     const int64_t ch = pl.rows[l].dim(1);

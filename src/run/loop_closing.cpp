@@ -10,15 +10,11 @@
 #include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
 #include "lingbot/result.h"
+#include "run/clock.h"
 
 namespace lingbot {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 bool has(const ExportOptions& ex, const char* format) {
   return std::find(ex.formats.begin(), ex.formats.end(), format) != ex.formats.end();

@@ -16,18 +16,13 @@
 
 #include "io/sinks/sink_util.h"
 #include "lingbot/error.h"
+#include "run/clock.h"
 #include "run/loop_closing.h"
 #include "run/output_threads.h"
 #include "run/prefetch.h"
 
 namespace lingbot {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Latencies in 0.1 ms bins up to 10 s (the last bin holds the rest): fixed memory however long
 // a live run lasts.
