@@ -184,9 +184,10 @@ class Session {
   // frame boundary: a step still on the device is waited for, and its results are delivered as
   // they would have been (at the next push, finish or flush). Throws Error when it cannot write.
   virtual void save(const std::string& path);
-  // The camera of every frame delivered in this sequence so far, in order, without maps
-  // (index, keyframe, scale_frame, pose_enc, c2w, w2c, intrinsics, height, width); a resumed
-  // session's begins with the saved ones. 48 bytes a frame.
+  // The camera of every frame whose step has run in this sequence so far (delivered, or on a
+  // GPU waiting for the next push, finish or flush), in order, without maps (index, keyframe,
+  // scale_frame, pose_enc, c2w, w2c, intrinsics, height, width); a resumed session's begins
+  // with the saved ones, and delivers results from the first frame after them. 48 bytes a frame.
   virtual std::vector<FrameResult> trajectory() const;
 };
 

@@ -81,8 +81,12 @@ class SessionSnapshots : public test::TempDirTest {
       s->finish(keep);
       ASSERT_EQ(plain.size(), n);
     }
+    // The frames whose step had run at each cut: their cameras are in the snapshot's
+    // trajectory, and a resumed session delivers the frames after them. A GPU session delivers
+    // results at the next push, so some may still be the saving session's to deliver; frames
+    // buffered for the scale block have not run.
+    std::map<size_t, size_t> ran;
     Results saved;
-    std::map<size_t, Results> before;  // results delivered before each cut
     {
       auto s = engine->start(options);
       const auto keep = [&](const FrameResult& r) { saved.push_back(r); };
@@ -90,8 +94,12 @@ class SessionSnapshots : public test::TempDirTest {
         for (size_t c : cuts)
           if (c == i) {
             s->save(path("cut" + std::to_string(c) + ".lbs"));
-            before[c] = saved;
-            expect_same_cameras(s->trajectory(), saved, "trajectory at cut " + std::to_string(c));
+            const Results t = s->trajectory();
+            EXPECT_GE(t.size(), saved.size()) << "cut " << c;
+            EXPECT_LE(t.size(), c) << "cut " << c;
+            expect_same_cameras(t, Results(plain.begin(), plain.begin() + t.size()),
+                                "trajectory at cut " + std::to_string(c));
+            ran[c] = t.size();
           }
         if (i < n) s->push(seq[i], keep);
       }
@@ -102,12 +110,12 @@ class SessionSnapshots : public test::TempDirTest {
     auto fresh = Engine::create(engine_options);
     for (size_t c : cuts) {
       const std::string what = "resumed after " + std::to_string(c) + " frames";
-      Results got = before[c];
+      Results got;
       auto s = fresh->resume(path("cut" + std::to_string(c) + ".lbs"));
       const auto keep = [&](const FrameResult& r) { got.push_back(r); };
       for (size_t i = c; i < n; ++i) s->push(seq[i], keep);
       s->finish(keep);
-      expect_same(got, plain, what);
+      expect_same(got, Results(plain.begin() + ran[c], plain.end()), what);
       expect_same_cameras(s->trajectory(), plain, what + ", trajectory");
     }
   }
@@ -156,8 +164,8 @@ class GpuSnapshots : public SessionSnapshots {
 };
 
 TEST_F(GpuSnapshots, ResumesBitwiseInBf16) {
-  check({.model = "synthetic:1", .arch = "tiny", .device = "cuda", .precision = "bf16"}, kTiny,
-        20, {0, 4, 11, 17});
+  check({.model = "synthetic:1", .arch = "tiny", .device = "cuda", .precision = "bf16"}, kTiny, 20,
+        {0, 4, 11, 17});
 }
 
 TEST_F(GpuSnapshots, ResumesBitwiseWithAnFp8CacheAndACappedStream) {
