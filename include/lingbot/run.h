@@ -19,6 +19,7 @@
 // Results are those of pushing the frames one by one: the pipeline changes no arithmetic.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -153,6 +154,10 @@ struct RunReport {
   std::vector<LoopReport> loop_solves;
   int64_t loop_edges_unmeasured = 0;  // loops whose frame was no longer kept (frame_memory)
   double loop_measure_s = 0, loop_solve_s = 0, loop_finish_wait_s = 0, loop_rewrite_s = 0;
+  // With loop_closure: every frame's optimized c2w (row-major 3x4, rigid) and scale, by frame
+  // index, as predictions.safetensors' c2w_optimized and scale_optimized (48 + 4 bytes a frame).
+  std::vector<std::array<float, 12>> c2w_optimized;
+  std::vector<float> scale_optimized;
   double fps() const { return seconds > 0 ? frames / seconds : 0; }
 };
 

@@ -192,6 +192,9 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
         voxel: float = 0.0, depth_scale: float = 1000, cache_stats: PathLike | None = None, preflight: bool = True,
         rotate_clockwise_90: bool = False, mask_sky: PathLike | None = None,
         sky_mask_dir: PathLike | None = None, sky_mask_visualization_dir: PathLike | None = None,
+        loop_closure: bool = False, loop_options: dict | None = None,
+        save_session: PathLike | None = None,
+        resume: PathLike | None = None, resume_mode: str = "continue",
         progress: Callable[[int, int], None] | None = None,
         log: Callable[[str], None] | None = None) -> dict:
     """What `lingbot-map run` does, from Python: returns the reference demo's prediction dict.
@@ -206,12 +209,18 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
     rule (about 320 keyframes per video). The other arguments are the CLI's options of the same
     names; rotate_clockwise_90, mask_sky (an ONNX sky segmentation model), sky_mask_dir and
     sky_mask_visualization_dir are --rotate-clockwise-90, --mask-sky, --sky-mask-dir and
-    --sky-mask-visualization-dir. progress(done, total) is called per result (total 0 = unknown); Ctrl-C ends the input
+    --sky-mask-visualization-dir; loop_closure, save_session, resume and resume_mode are
+    --loop-closure, --save-session, --resume and --resume-mode, and loop_options the --loop-*
+    knobs by name (min_gap, top_k, min_similarity, min_inliers, min_inlier_ratio,
+    max_rotation, max_epipolar). progress(done, total) is called per result (total 0 = unknown); Ctrl-C ends the input
     and raises KeyboardInterrupt once the frames before it are written. Raises MemoryError
     (unless preflight=False) when the run cannot fit.
 
     Returns pose_enc, extrinsic (world-to-camera), intrinsic, depth, depth_conf,
-    world_points_from_depth and images (the frames the model saw), one entry per frame.
+    world_points_from_depth and images (the frames the model saw), one entry per frame. With
+    loop_closure also loops (each accepted loop: query, match, similarity, matches, inliers)
+    and, where the pose graph is built in, extrinsic_optimized [S, 3, 4] and scale_optimized
+    [S]: each frame's pose after the loops' correction (the streamed one where none was made).
     """
     if engine is None:
         if model is None:
@@ -234,11 +243,23 @@ def run(input: PathLike, out: PathLike | None = None, export: Union[str, Sequenc
                    mask_sky=None if mask_sky is None else os.fspath(mask_sky),
                    sky_mask_dir=None if sky_mask_dir is None else os.fspath(sky_mask_dir),
                    sky_mask_visualization_dir=None if sky_mask_visualization_dir is None
-                   else os.fspath(sky_mask_visualization_dir))
+                   else os.fspath(sky_mask_visualization_dir),
+                   loop_closure=loop_closure, loop_options=loop_options,
+                   save_session=None if save_session is None else os.fspath(save_session),
+                   resume=None if resume is None else os.fspath(resume), resume_mode=resume_mode)
     if keyframe_interval < 0:
         raise ValueError(f"keyframe_interval must be >= 0 (0 = auto), got {keyframe_interval}")
-    results, images = _run(engine, os.fspath(input), "" if out is None else os.fspath(out),
-                           exports, mode, options, progress, log)
+    results, images, loops = _run(engine, os.fspath(input), "" if out is None else os.fspath(out),
+                                  exports, mode, options, progress, log)
     if not results:
         raise RuntimeError(f"{os.fspath(input)}: no frames were processed")
-    return to_predictions(results, images)
+    predictions = to_predictions(results, images)
+    if "loops" in loops:
+        predictions["loops"] = loops["loops"]
+    if "c2w_optimized" in loops:
+        c2w = loops["c2w_optimized"]
+        rotation_t = np.transpose(c2w[:, :, :3], (0, 2, 1))
+        translation = -rotation_t @ c2w[:, :, 3:]
+        predictions["extrinsic_optimized"] = np.concatenate([rotation_t, translation], axis=2)
+        predictions["scale_optimized"] = loops["scale_optimized"]
+    return predictions

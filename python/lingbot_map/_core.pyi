@@ -148,5 +148,7 @@ def parse_export_list(list: str) -> list[str]:
     """"tum,ply", "all" or "none" as export names; ValueError for an unknown one."""
 def _run(engine: Engine, input: str, out: str, exports: list[str], mode: str,
          options: dict[str, object], progress: Optional[Callable[[int, int], None]],
-         log: Optional[Callable[[str], None]]) -> tuple[list[FrameResult], Optional[F32]]:
-    """lingbot_map.run's engine side: the results and the frames the model saw."""
+         log: Optional[Callable[[str], None]]
+         ) -> tuple[list[FrameResult], Optional[F32], dict[str, object]]:
+    """lingbot_map.run's engine side: the results, the frames the model saw, and what loop
+    closure found (loops; c2w_optimized and scale_optimized where the pose graph ran)."""

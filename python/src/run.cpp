@@ -16,6 +16,7 @@
 #include "bindings.h"
 #include "lingbot/exports.h"
 #include "lingbot/image.h"
+#include "lingbot/loop_detect.h"
 #include "lingbot/source.h"
 
 namespace lingbot::python {
@@ -32,6 +33,31 @@ PreprocessMode preprocess_mode(const std::string& m) {
 template <class T>
 T get(const py::dict& o, const char* key) {
   return o[key].cast<T>();
+}
+
+// lm.run's loop_options: the CLI's --loop-* knobs by the names of their fields.
+void set_loop_options(const py::dict& knobs, LoopOptions& detect, LoopEdgeOptions& edge) {
+  for (const auto& [key, value] : knobs) {
+    const auto k = key.cast<std::string>();
+    if (k == "min_gap")
+      detect.min_gap = value.cast<int64_t>();
+    else if (k == "top_k")
+      detect.top_k = value.cast<int>();
+    else if (k == "min_similarity")
+      detect.min_similarity = value.cast<float>();
+    else if (k == "min_inliers")
+      detect.min_inliers = value.cast<int>();
+    else if (k == "min_inlier_ratio")
+      detect.min_inlier_ratio = value.cast<float>();
+    else if (k == "max_rotation")
+      edge.max_rotation_deg = value.cast<double>();
+    else if (k == "max_epipolar")
+      edge.max_epipolar_px = value.cast<double>();
+    else
+      throw py::value_error("loop_options: unknown '" + k +
+                            "' (min_gap, top_k, min_similarity, min_inliers, min_inlier_ratio, "
+                            "max_rotation, max_epipolar)");
+  }
 }
 
 // Frames kept for the demo's `images`: one block per frame, stacked at the end.
@@ -108,6 +134,29 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
   if (!sky.visualization_dir.empty() && sky.model.empty() && sky.dir.empty())
     throw py::value_error("sky_mask_visualization_dir needs mask_sky or sky_mask_dir");
   if (!sky.model.empty() || !sky.dir.empty()) ro.sky_mask = std::make_shared<SkyMasker>(sky);
+  if (get<bool>(o, "loop_closure")) {
+    if (windowed) throw py::value_error("loop_closure runs in streaming mode only");
+    if (!loop_detection_available())
+      throw py::value_error("loop_closure: this build has no loop detection (OpenCV)");
+    ro.loop = LoopOptions{};
+    if (!o["loop_options"].is_none())
+      set_loop_options(o["loop_options"].cast<py::dict>(), *ro.loop, ro.loop_edge);
+  } else if (!o["loop_options"].is_none()) {
+    throw py::value_error("loop_options without loop_closure");
+  }
+  if (!o["resume"].is_none()) {
+    if (windowed)
+      throw py::value_error("resume: a saved session is resumed in streaming mode only");
+    ro.resume = path_arg(o["resume"], "run: resume");
+    const auto resume_mode = get<std::string>(o, "resume_mode");
+    if (resume_mode != "continue" && resume_mode != "relocalize")
+      throw py::value_error("unknown resume_mode '" + resume_mode + "' (continue or relocalize)");
+    ro.relocalize = resume_mode == "relocalize";
+  }
+  if (!o["save_session"].is_none()) {
+    if (windowed) throw py::value_error("save_session: windowed runs cannot be saved as a session");
+    ro.save_session = path_arg(o["save_session"], "run: save_session");
+  }
 
   if (get<bool>(o, "preflight")) {
     std::optional<Tensor> first;
@@ -159,9 +208,10 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
     py::gil_scoped_acquire gil;
     if (!log.is_none()) log(line);
   };
+  RunReport report;
   {
     py::gil_scoped_release release;
-    lingbot::run(*e.engine, *source, ro);
+    report = lingbot::run(*e.engine, *source, ro);
   }
   if (interrupted) {
     PyErr_SetNone(PyExc_KeyboardInterrupt);
@@ -174,7 +224,23 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
   py::object images = py::none();
   if (n > 0 && c.images.size() == size_t(n) * 3 * c.height * c.width)
     images = to_array(c.images.data(), {n, 3, c.height, c.width});
-  return py::make_tuple(results, images);
+  // What loop closure found and, where the pose graph ran, every frame's optimized pose.
+  py::dict loops;
+  if (report.loop_detection) {
+    py::list found;
+    for (const LoopClosure& l : report.loops)
+      found.append(py::dict(py::arg("query") = l.query, py::arg("match") = l.match,
+                            py::arg("similarity") = l.similarity,
+                            py::arg("matches") = l.verification.matches,
+                            py::arg("inliers") = l.verification.inliers));
+    loops["loops"] = found;
+  }
+  if (!report.c2w_optimized.empty()) {
+    const auto m = static_cast<py::ssize_t>(report.c2w_optimized.size());
+    loops["c2w_optimized"] = to_array(report.c2w_optimized[0].data(), {m, 3, 4});
+    loops["scale_optimized"] = to_array(report.scale_optimized.data(), {m});
+  }
+  return py::make_tuple(results, images, loops);
 }
 
 }  // namespace

@@ -448,7 +448,11 @@ RunReport run(Engine& engine, FrameSource& source, const RunOptions& o) {
       o.windowed ? run_windowed_mode(engine, source, o, delivery, report)
                  : run_streaming(engine, source, o, delivery, report, std::move(resumed), base,
                                  resumed_options, loops);
-  if (loops && loops->closes()) delivery.set_optimized(loops->optimized());
+  if (loops && loops->closes()) {
+    delivery.set_optimized(loops->optimized());
+    report.c2w_optimized = loops->optimized().c2w;
+    report.scale_optimized = loops->optimized().scale;
+  }
   delivery.finish(input_error);
   if (loops) loops->write_exports(delivery.exports(), &source, report);
   report.seconds = since(t0);

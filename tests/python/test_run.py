@@ -1,5 +1,6 @@
 """lm.run: the CLI's run from Python writes the same files and returns the demo's dict."""
 
+import json
 import os
 import subprocess
 
@@ -83,3 +84,64 @@ def test_bad_runs_raise(tiny_engine, fixtures, tmp_path):
         lm.run(frames, engine=tiny_engine, preprocess="stretch")
     with pytest.raises(ValueError):  # 56x70 frames at 518 wide cannot be used as they are
         lm.run(frames, engine=tiny_engine, size=500)
+
+
+LOOP_KNOBS = dict(min_gap=12, top_k=64, min_similarity=-1)
+
+
+def test_run_closes_loops_as_the_cli(tiny_engine, fixtures, cli, tmp_path):
+    # real/loop: frames 0-11 and 225-236 of one office walk, a revisit between the two groups.
+    folder = os.path.join(fixtures, "real", "loop")
+    if not os.path.isdir(folder):
+        pytest.skip("no real/loop fixture")
+    try:
+        p = lm.run(folder, out=tmp_path / "python", export="tum", engine=tiny_engine,
+                   scale_frames=4, window=8, loop_closure=True, loop_options=LOOP_KNOBS)
+    except ValueError as e:
+        if "no loop detection" in str(e):
+            pytest.skip(str(e))
+        raise
+    report = tmp_path / "report.json"
+    flags = [] if tiny_engine.device == "cpu" else ["--device", tiny_engine.device,
+                                                    "--precision", "f32"]
+    subprocess.run([cli, "run", "--input", folder, "--out", str(tmp_path / "cli"), "--model",
+                    "synthetic:1", "--arch", "tiny", "--scale-frames", "4", "--window", "8",
+                    "--quiet", "--loop-closure", "--loop-min-gap", "12", "--loop-top-k", "64",
+                    "--loop-min-similarity", "-1", "--export", "tum", "--json", str(report),
+                    *flags], check=True, stdout=subprocess.DEVNULL)
+    with open(report) as f:
+        want = json.load(f)
+    assert p["loops"], "the revisit was not found"
+    assert [(l["query"], l["match"], l["inliers"]) for l in p["loops"]] == \
+        [(l["query"], l["match"], l["inliers"]) for l in want["loops"]]
+    for l in p["loops"]:
+        assert l["query"] >= 12 and l["match"] <= 11
+    if "loop_closure" not in want:  # built without Ceres: detected and reported only
+        assert "extrinsic_optimized" not in p
+        return
+    saved = read_safetensors(os.path.join(tmp_path / "python", "predictions.safetensors"))
+    assert p["extrinsic_optimized"].shape == (24, 3, 4)
+    assert p["scale_optimized"].shape == (24,)
+    np.testing.assert_allclose(p["extrinsic_optimized"], saved["w2c_optimized"], atol=1e-5)
+    np.testing.assert_array_equal(p["scale_optimized"], saved["scale_optimized"])
+
+
+def test_run_saves_and_resumes_a_session(fixtures, tmp_path):
+    # Bit for bit on the CPU: the second half resumed from the first's snapshot is the whole run.
+    frames = sorted(os.listdir(os.path.join(fixtures, "tiny", "frames")))
+    first, rest = tmp_path / "first", tmp_path / "rest"
+    for folder, names in ((first, frames[:9]), (rest, frames[9:])):
+        folder.mkdir()
+        for n in names:
+            os.symlink(os.path.join(fixtures, "tiny", "frames", n), folder / n)
+    engine = lm.Engine("synthetic:1", arch="tiny", precision="f32")
+    whole = lm.run(os.path.join(fixtures, "tiny", "frames"), engine=engine, **SETTINGS)
+    lm.run(first, engine=engine, save_session=tmp_path / "s.lbs", **SETTINGS)
+    p = lm.run(rest, engine=engine, resume=tmp_path / "s.lbs", **SETTINGS)
+    np.testing.assert_array_equal(p["pose_enc"], whole["pose_enc"][9:])
+    np.testing.assert_array_equal(p["depth"], whole["depth"][9:])
+    with pytest.raises(ValueError, match="resume_mode"):
+        lm.run(rest, engine=engine, resume=tmp_path / "s.lbs", resume_mode="sideways",
+               **SETTINGS)
+    with pytest.raises(ValueError, match="loop_options without loop_closure"):
+        lm.run(rest, engine=engine, loop_options=dict(min_gap=3), **SETTINGS)
