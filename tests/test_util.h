@@ -11,13 +11,34 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "lingbot/error.h"
 #include "lingbot/tensor.h"
 
 namespace lingbot::test {
+
+// The message of the lingbot::Error that f throws; "(no error)" when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The lines of a text file (none when it cannot be read).
+inline std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);) out.push_back(line);
+  return out;
+}
 
 inline std::string fixtures_dir() {
   const char* env = std::getenv("LINGBOT_FIXTURES");

@@ -25,12 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> lines_of(const std::string& file) {
-  std::ifstream f(file);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(f, line);) out.push_back(line);
-  return out;
-}
+using test::lines_of;
 
 class SessionCli : public test::TempDirTest {
  protected:

@@ -29,18 +29,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(f, l);)
-    if (!l.empty() && l[0] != '#') out.push_back(l);
+// The lines of a file that are neither empty nor comments.
+std::vector<std::string> data_lines(const std::string& path) {
+  std::vector<std::string> out = test::lines_of(path);
+  std::erase_if(out, [](const std::string& l) { return l.empty() || l[0] == '#'; });
   return out;
 }
 
 // First column of each TUM line, rounded to 0.1 s.
 std::vector<double> tum_times(const std::string& path) {
   std::vector<double> t;
-  for (const auto& l : lines_of(path)) t.push_back(std::round(std::stod(l) * 10) / 10);
+  for (const auto& l : data_lines(path)) t.push_back(std::round(std::stod(l) * 10) / 10);
   return t;
 }
 
@@ -55,8 +54,8 @@ class VideoCli : public test::TempDirTest {
     const auto t = read_safetensors(out + "/predictions.safetensors").tensors;
     const int64_t n = t.at("pose_enc").dim(0);
     EXPECT_EQ(t.at("depth").dim(0), n);
-    EXPECT_EQ(static_cast<int64_t>(lines_of(out + "/trajectory_tum.txt").size()), n);
-    EXPECT_EQ(static_cast<int64_t>(lines_of(out + "/frames.jsonl").size()), n);
+    EXPECT_EQ(static_cast<int64_t>(data_lines(out + "/trajectory_tum.txt").size()), n);
+    EXPECT_EQ(static_cast<int64_t>(data_lines(out + "/frames.jsonl").size()), n);
     const test::PlyCloud ply = test::read_ply(out + "/points.ply");
     EXPECT_TRUE(ply.ok);
     EXPECT_EQ(ply.extra_bytes, 0);  // finished: truncated to the counted points
@@ -96,7 +95,7 @@ class VideoCli : public test::TempDirTest {
     bool ended = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
     while (!ended && std::chrono::steady_clock::now() < deadline &&
-           lines_of(path("out/frames.jsonl")).size() < after) {
+           data_lines(path("out/frames.jsonl")).size() < after) {
       ended = ::waitpid(pid, &status, WNOHANG) == pid;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -216,8 +215,8 @@ TEST_F(VideoCli, RunsOnAVideoFileAndExportsEverything) {
   // TUM stamps are the frames' times in the video.
   EXPECT_EQ(tum_times(path("out/trajectory_tum.txt")),
             (std::vector<double>{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1}));
-  EXPECT_EQ(lines_of(path("out/trajectory_kitti.txt")).size(), 12u);
-  const auto json = lines_of(path("out/frames.jsonl"));
+  EXPECT_EQ(data_lines(path("out/trajectory_kitti.txt")).size(), 12u);
+  const auto json = data_lines(path("out/frames.jsonl"));
   ASSERT_EQ(json.size(), 12u);
   EXPECT_EQ(nlohmann::json::parse(json[11])["index"], 11);
   std::ifstream ply(path("out/points.ply"), std::ios::binary);
@@ -236,8 +235,8 @@ TEST_F(VideoCli, RunsOnAVideoFileAndExportsEverything) {
       for (const auto& v : f[key]) ok = ok && !v.is_null();
     finite += ok;
   }
-  EXPECT_EQ(lines_of(path("out/colmap/cameras.txt")).size(), finite);
-  EXPECT_EQ(lines_of(path("out/colmap/images.txt")).size(), finite);  // + empty 2D-point lines
+  EXPECT_EQ(data_lines(path("out/colmap/cameras.txt")).size(), finite);
+  EXPECT_EQ(data_lines(path("out/colmap/images.txt")).size(), finite);  // + empty 2D-point lines
   EXPECT_TRUE(fs::exists(path("out/colmap/points3D.txt")));
   EXPECT_TRUE(fs::exists(path("out/transforms.json")));
   for (const char* dir : {"depth", "confidence", "images"}) {
@@ -287,7 +286,7 @@ TEST_F(VideoCli, RealtimeSourceReportsDroppedFrames) {
   const size_t at = r.output.find(" frames dropped");
   ASSERT_NE(at, std::string::npos) << r.output;
   const int dropped = std::stoi(r.output.substr(r.output.rfind('\n', at) + 1));
-  EXPECT_EQ(static_cast<int>(lines_of(path("live/trajectory_tum.txt")).size()) + dropped, 24);
+  EXPECT_EQ(static_cast<int>(data_lines(path("live/trajectory_tum.txt")).size()) + dropped, 24);
 }
 
 // A stream that stops part way, a camera unplugged: the source fails after delivering frames.
@@ -406,7 +405,7 @@ TEST_F(VideoCli, FolderFirstKAndStride) {
       "/tiny/frames --preprocess none --first-k 10 --stride 3 --export json --out " + path("f"));
   ASSERT_EQ(r.code, 0) << r.output;
   std::vector<std::string> images;
-  for (const auto& l : lines_of(path("f/frames.jsonl")))
+  for (const auto& l : data_lines(path("f/frames.jsonl")))
     images.push_back(nlohmann::json::parse(l)["image"]);
   EXPECT_EQ(images, (std::vector<std::string>{"000.png", "003.png", "006.png", "009.png"}));
 }

@@ -86,14 +86,7 @@ std::vector<int> px(const ImageU8& img, int x, int y) {
   return {p[0], p[1], p[2]};
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST_F(ImageIo, PngRoundTrip) {
   ImageU8 img;

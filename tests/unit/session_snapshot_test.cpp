@@ -202,14 +202,7 @@ TEST_F(SessionSnapshots, InspectDescribesTheSavedState) {
   EXPECT_LT(info.kv_bytes + info.camera_bytes, info.bytes);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST_F(SessionSnapshots, RefusesAnotherModelOrPrecision) {
   {

@@ -40,14 +40,7 @@ TensorMap parse(const std::string& bytes) {
                                 "test.pt");
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // The fixture stores bools as uint8; everything else must keep its dtype.
 void expect_matches_expected(const TensorMap& got) {
