@@ -21,8 +21,13 @@ constexpr int kSendBuffer = 256 * 1024;
 
 class WsSession : public std::enable_shared_from_this<WsSession> {
  public:
-  WsSession(tcp::socket&& socket, Scene& scene, Hub& hub, std::shared_ptr<const void> owner)
-      : ws_(std::move(socket)), scene_(scene), hub_(hub), owner_(std::move(owner)) {}
+  WsSession(tcp::socket&& socket, Scene& scene, Hub& hub, Hub::Slot slot,
+            std::shared_ptr<const void> owner)
+      : ws_(std::move(socket)),
+        scene_(scene),
+        hub_(hub),
+        owner_(std::move(owner)),
+        slot_(std::move(slot)) {}
 
   void start(Request req) {
     beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
@@ -117,15 +122,25 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   Scene& scene_;
   Hub& hub_;
   std::shared_ptr<const void> owner_;  // keeps scene_ and hub_ alive, where needed
+  Hub::Slot slot_;                     // given back when this session is destroyed
   Scene::Cursor cursor_;
   beast::flat_buffer in_;
   std::deque<Message> replies_;
   bool writing_ = false, closed_ = false;
 };
 
-void Hub::accept(tcp::socket&& socket, Request req, Scene& scene,
+Hub::Slot Hub::take_slot(int64_t max) {
+  int64_t n = *slots_;
+  do {
+    if (n >= max) return nullptr;
+  } while (!slots_->compare_exchange_weak(n, n + 1));
+  // The deleter holds the counter, not the hub.
+  return Slot(reinterpret_cast<void*>(1), [slots = slots_](void*) { --*slots; });
+}
+
+void Hub::accept(tcp::socket&& socket, Request req, Scene& scene, Slot slot,
                  std::shared_ptr<const void> owner) {
-  std::make_shared<WsSession>(std::move(socket), scene, *this, std::move(owner))
+  std::make_shared<WsSession>(std::move(socket), scene, *this, std::move(slot), std::move(owner))
       ->start(std::move(req));
 }
 
@@ -144,7 +159,6 @@ void Hub::add(const std::shared_ptr<WsSession>& s) {
 
 void Hub::pump_all() {
   std::erase_if(sessions_, [](const std::weak_ptr<WsSession>& w) { return w.expired(); });
-  count = static_cast<int64_t>(sessions_.size());
   for (auto& w : sessions_)
     if (auto s = w.lock()) s->pump();
 }
@@ -152,8 +166,7 @@ void Hub::pump_all() {
 void Hub::close_all() {
   for (auto& w : sessions_)
     if (auto s = w.lock()) s->close();
-  sessions_.clear();
-  count = 0;
+  sessions_.clear();  // each slot goes with its session, once its handlers have run
 }
 
 }  // namespace lingbot::viewer

@@ -20,16 +20,22 @@ class WsSession;
 class Hub {
  public:
   explicit Hub(net::asio::any_io_executor ex) : ex_(std::move(ex)) {}
-  // Takes the upgrade request's socket for a new browser of `scene`. `owner` keeps the scene
-  // and this hub alive while the browser is connected (null where they outlive the server).
-  void accept(net::tcp::socket&& socket, net::Request req, Scene& scene,
+  // A browser's place among at most `max` (null: all taken). Taken here, before the handshake,
+  // so that a burst of upgrades cannot overshoot, and given back when the last copy goes: with
+  // the browser's connection, however it ends (a handshake that fails included).
+  using Slot = std::shared_ptr<void>;
+  Slot take_slot(int64_t max);
+  // Takes the upgrade request's socket for a new browser of `scene`, in its `slot`. `owner`
+  // keeps the scene and this hub alive while the browser is connected (null where they
+  // outlive the server).
+  void accept(net::tcp::socket&& socket, net::Request req, Scene& scene, Slot slot,
               std::shared_ptr<const void> owner = nullptr);
   // From any thread: wakes the writers once however many changes come before they run. The
   // hub must outlive the posted wake-up: the server's io_context, or `owner`, held until then.
   void wake(std::shared_ptr<const void> owner = nullptr);
   void close_all();
 
-  std::atomic<int64_t> count{0};  // browsers connected; read from any thread
+  int64_t count() const { return *slots_; }  // browsers connected (slots taken); any thread
   std::atomic<int64_t> bad_messages{0};
 
  private:
@@ -38,6 +44,9 @@ class Hub {
   void pump_all();
 
   net::asio::any_io_executor ex_;
+  // Shared with the slots, which may outlive the hub (a session still queued on the io_context
+  // when the server is destroyed).
+  std::shared_ptr<std::atomic<int64_t>> slots_ = std::make_shared<std::atomic<int64_t>>(0);
   std::vector<std::weak_ptr<WsSession>> sessions_;
   std::atomic<bool> wake_pending_{false};
 };

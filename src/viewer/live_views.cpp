@@ -79,10 +79,10 @@ bool LiveViews::route(const std::shared_ptr<HttpSession>& http, Request& req) {
   }
   if (!view) {
     http->respond(req, http::status::not_found, "text/plain", "no such live session\n");
-  } else if (view->hub.count >= kMaxBrowsers) {
-    http->respond(req, http::status::service_unavailable, "text/plain", "too many viewers\n");
+  } else if (Hub::Slot slot = view->hub.take_slot(kMaxBrowsers)) {
+    view->hub.accept(http->release_socket(), std::move(req), view->scene, std::move(slot), view);
   } else {
-    view->hub.accept(http->release_socket(), std::move(req), view->scene, view);
+    http->respond(req, http::status::service_unavailable, "text/plain", "too many viewers\n");
   }
   return true;
 }

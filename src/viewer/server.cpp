@@ -31,10 +31,9 @@ struct ViewerServer::Impl {
   void route(const std::shared_ptr<HttpSession>& http, Request&& req) {
     const std::string_view path = path_of(req);
     if (websocket::is_upgrade(req)) {
-      if (path == "/ws" && hub.count < options.max_clients) {
-        hub.accept(http->release_socket(), std::move(req), *scene);
-        return;
-      }
+      if (path == "/ws")
+        if (viewer::Hub::Slot slot = hub.take_slot(options.max_clients))
+          return hub.accept(http->release_socket(), std::move(req), *scene, std::move(slot));
       return http->respond(
           req, path == "/ws" ? http::status::service_unavailable : http::status::not_found,
           "text/plain", path == "/ws" ? "too many viewers\n" : "not found\n");
@@ -125,7 +124,7 @@ ViewerStats ViewerServer::stats() const {
   return {.frames = s.scene->frames(),
           .points = s.scene->points(),
           .bytes = s.scene->bytes(),
-          .clients = s.hub.count,
+          .clients = s.hub.count(),
           .images_skipped = s.scene->images_skipped(),
           .bad_messages = s.hub.bad_messages,
           .thinning = s.scene->thinning()};

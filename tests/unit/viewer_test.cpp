@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -284,6 +286,102 @@ TEST(ViewerServer, OtherSitesPagesAndUnknownPathsAreRefused) {
   EXPECT_EQ(status_line(server.port(),
                         "GET / HTTP/1.1\r\n" + host + "X: " + std::string(10000, 'a') + "\r\n\r\n"),
             "");
+}
+
+// Raw upgrade requests for /ws, each on a socket of its own, all written before any answer is
+// read: what a page reloaded by many browsers at once sends.
+struct UpgradeBurst {
+  net::io_context ioc;
+  std::vector<std::unique_ptr<tcp::socket>> sockets;
+  UpgradeBurst(int port, int n) {
+    const std::string req =
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n";
+    for (int i = 0; i < n; ++i) {
+      sockets.push_back(std::make_unique<tcp::socket>(ioc));
+      sockets.back()->connect(
+          {net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+    }
+    for (auto& s : sockets) net::write(*s, net::buffer(req));
+  }
+  // How many were switched to a WebSocket (101); every other one must be a 503.
+  int admitted() {
+    int n = 0;
+    for (auto& s : sockets) {
+      std::string out;
+      beast::error_code ec;
+      net::read_until(*s, net::dynamic_buffer(out), "\r\n", ec);
+      const std::string line = out.substr(0, out.find("\r\n"));
+      if (line == "HTTP/1.1 101 Switching Protocols")
+        ++n;
+      else
+        EXPECT_EQ(line, "HTTP/1.1 503 Service Unavailable");
+    }
+    return n;
+  }
+  void close() {
+    for (auto& s : sockets) {
+      beast::error_code ignored;
+      s->close(ignored);
+    }
+  }
+};
+
+// Polls `done` for at most 10 s (a browser's slot is given back on the server's thread).
+bool within_seconds(const std::function<bool()>& done) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// A browser's slot is taken when its upgrade is admitted and given back when it leaves, however
+// it leaves, also once the run has finished (nothing is pumped any more): browsers that come
+// and go never lock the later ones out.
+TEST(ViewerServer, BrowserSlotsAreGivenBackWhenBrowsersLeaveAFinishedRun) {
+  ViewerServer server({.port = 0, .max_clients = 4});
+  server.start();
+  auto sink = server.sink(1);
+  sink->add(test_frame(0, 16, 12), nullptr);
+  sink->finish();
+  const std::string upgrade =
+      "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<Client>> browsers;
+    for (int i = 0; i < 4; ++i) {
+      if (round == 1 && i == 2) {  // one that drops its socket without a close handshake
+        UpgradeBurst raw(server.port(), 1);
+        EXPECT_EQ(raw.admitted(), 1) << "round " << round;
+        raw.close();
+        ASSERT_TRUE(within_seconds([&] { return server.stats().clients == 2; }));
+      }
+      ASSERT_NO_THROW(browsers.push_back(std::make_unique<Client>(server.port())))
+          << "round " << round << ", browser " << i << ", " << server.stats().clients << " counted";
+      browsers.back()->read_until_finished(1);
+    }
+    EXPECT_EQ(server.stats().clients, 4);
+    EXPECT_EQ(status_line(server.port(), upgrade), "HTTP/1.1 503 Service Unavailable");
+    for (auto& b : browsers) b->ws.close(websocket::close_code::normal);
+    ASSERT_TRUE(within_seconds([&] { return server.stats().clients == 0; }))
+        << server.stats().clients << " still counted";
+  }
+}
+
+// The slot is taken before the handshake: a burst of upgrades admits exactly max_clients.
+TEST(ViewerServer, ABurstOfUpgradesAdmitsNoMoreThanMaxClients) {
+  ViewerServer server({.port = 0, .max_clients = 4});
+  server.start();
+  UpgradeBurst burst(server.port(), 20);
+  EXPECT_EQ(burst.admitted(), 4);
+  EXPECT_EQ(server.stats().clients, 4);
+  burst.close();
+  ASSERT_TRUE(within_seconds([&] { return server.stats().clients == 0; }));
+  UpgradeBurst again(server.port(), 6);
+  EXPECT_EQ(again.admitted(), 4);
 }
 
 TEST(ViewerServer, PortInUseIsOneClearError) {
