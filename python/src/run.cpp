@@ -135,7 +135,6 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
     throw py::value_error("sky_mask_visualization_dir needs mask_sky or sky_mask_dir");
   if (!sky.model.empty() || !sky.dir.empty()) ro.sky_mask = std::make_shared<SkyMasker>(sky);
   if (get<bool>(o, "loop_closure")) {
-    if (windowed) throw py::value_error("loop_closure runs in streaming mode only");
     if (!loop_detection_available())
       throw py::value_error("loop_closure: this build has no loop detection (OpenCV)");
     ro.loop = LoopOptions{};
@@ -145,18 +144,14 @@ py::tuple run(PyEngine& e, const std::string& input, const std::string& out,
     throw py::value_error("loop_options without loop_closure");
   }
   if (!o["resume"].is_none()) {
-    if (windowed)
-      throw py::value_error("resume: a saved session is resumed in streaming mode only");
     ro.resume = path_arg(o["resume"], "run: resume");
     const auto resume_mode = get<std::string>(o, "resume_mode");
     if (resume_mode != "continue" && resume_mode != "relocalize")
       throw py::value_error("unknown resume_mode '" + resume_mode + "' (continue or relocalize)");
     ro.relocalize = resume_mode == "relocalize";
   }
-  if (!o["save_session"].is_none()) {
-    if (windowed) throw py::value_error("save_session: windowed runs cannot be saved as a session");
+  if (!o["save_session"].is_none())
     ro.save_session = path_arg(o["save_session"], "run: save_session");
-  }
 
   if (get<bool>(o, "preflight")) {
     std::optional<Tensor> first;

@@ -145,3 +145,12 @@ def test_run_saves_and_resumes_a_session(fixtures, tmp_path):
                **SETTINGS)
     with pytest.raises(ValueError, match="loop_options without loop_closure"):
         lm.run(rest, engine=engine, loop_options=dict(min_gap=3), **SETTINGS)
+
+
+def test_windowed_runs_refuse_loops_and_sessions(tiny_engine, fixtures, tmp_path):
+    # lingbot::run's own checks, as one-line ValueErrors.
+    frames = os.path.join(fixtures, "tiny", "frames")
+    for extra in (dict(save_session=tmp_path / "s.lbs"), dict(resume=tmp_path / "s.lbs")):
+        with pytest.raises(ValueError, match="windowed|streaming mode"):
+            lm.run(frames, mode="windowed", engine=tiny_engine, window_size=8, overlap=4,
+                   **SETTINGS, **extra)
